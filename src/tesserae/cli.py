@@ -1,0 +1,293 @@
+"""The ``tesserae`` command: simulate, compare, and trace tools.
+
+User mistakes surface as one line on stderr and exit code 2, never as a traceback.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.errors import InputError
+from tesserae.core.throughput import ThroughputModel
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime).")
+trace_app = typer.Typer(no_args_is_help=True, help="Read, convert and describe traces.")
+app.add_typer(trace_app, name="trace")
+console = Console()
+err = Console(stderr=True)
+
+# ----------------------------------------------------------------------------- shared options
+TraceOpt = Annotated[Path | None, typer.Option("--trace", help="Trace file; without it, a generated workload.")]
+FormatOpt = Annotated[str, typer.Option("--format", help="tiresias, philly, gavel or canonical (CSV/Parquet).")]
+ClusterOpt = Annotated[str, typer.Option("--cluster", help="NODESxGPUS[:TYPE],... or a Tiresias cluster CSV.")]
+JobsOpt = Annotated[int, typer.Option("--jobs", min=1, help="Generated workload: number of jobs.")]
+LoadOpt = Annotated[float, typer.Option("--load", min=0.01, help="Generated workload: offered load.")]
+MixOpt = Annotated[str, typer.Option("--gpu-mix", help="Generated workload: gavel or blox GPU-count mix.")]
+SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for generated workloads and type assignment.")]
+ProfileOpt = Annotated[str | None, typer.Option("--profile", help="Throughput profile (default: built-in model).")]
+RoundOpt = Annotated[float, typer.Option("--round-seconds", min=1.0, help="Round length (s).")]
+OverheadOpt = Annotated[float, typer.Option("--restart-overhead", min=0.0, help="Start/resume cost (s).")]
+NoBackfillOpt = Annotated[bool, typer.Option("--no-backfill", help="Stop at the first job that does not fit.")]
+EventOpt = Annotated[bool, typer.Option("--event-driven", help="Also decide at arrivals, completions, "
+                                        "demotions and promotions.")]
+PackingOpt = Annotated[bool, typer.Option("--packing", help="Let pairs of jobs share GPUs.")]
+QueuesOpt = Annotated[str | None, typer.Option("--queues", help="Tiresias queue thresholds (GPU-s), "
+                                               "comma-separated, e.g. 3250,7200.")]
+KnobOpt = Annotated[float | None, typer.Option("--promote-knob", min=0.0, help="Tiresias starvation "
+                                               "guard P (0 = off).")]
+PriorOpt = Annotated[str | None, typer.Option("--gittins-prior", help="File of job GPU-times for Gittins.")]
+SkewOpt = Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew threshold.")]
+WindowOpt = Annotated[str | None, typer.Option("--measure-jobs", help="Measurement window of job ids, "
+                                               "LO:HI (half-open).")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+def _parse_queues(text: str | None) -> tuple[float, ...] | None:
+    if text is None:
+        return None
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise InputError(f"'{text}' is not a comma-separated list of numbers", field="queues") from None
+    if not values or any(v <= 0 for v in values) or list(values) != sorted(values):
+        raise InputError(f"'{text}' must be positive, increasing thresholds", field="queues")
+    return values
+
+
+def _parse_window(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*:\s*(\d+)\s*", text)
+    if not m or int(m.group(1)) >= int(m.group(2)):
+        raise InputError(f"'{text}' is not LO:HI with LO < HI", field="measure-jobs")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _load_setup(cluster_spec: str, profile: str | None) -> tuple[Cluster, ThroughputModel]:
+    from tesserae.profiles.loader import load_profile
+    from tesserae.traces.cluster_file import load_cluster
+
+    return load_cluster(cluster_spec), load_profile(profile)
+
+
+def _progress(quiet: bool, label: str) -> tuple[Progress | None, Any]:
+    if quiet:
+        return None, None
+    prog = Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                    TextColumn("jobs done, simulated {task.fields[sim]}"), TimeElapsedColumn(),
+                    console=err, transient=False)
+    task = prog.add_task(label, total=None, sim="0.0 h")
+
+    def update(sim_t: float, done: int, total: int) -> None:
+        prog.update(task, completed=done, total=total, sim=f"{sim_t / 3600:.1f} h")
+
+    return prog, update
+
+
+def _summary_table(title: str, summaries: list[dict[str, Any]]) -> Table:
+    rows = [("jobs (completed / rejected / unfinished)", None), ("avg JCT (h)", "avg_jct"),
+            ("median JCT (h)", "median_jct"), ("p95 JCT (h)", "p95_jct"), ("p99 JCT (h)", "p99_jct"),
+            ("makespan (h)", "makespan"), ("avg queueing (h)", "avg_queueing_delay"),
+            ("utilization", "utilization"), ("preemptions", "preemptions"), ("migrations", "migrations"),
+            ("decision time mean (ms)", "decision_seconds_mean")]
+    table = Table(title=title)
+    table.add_column("metric")
+    base = summaries[0]
+    for s in summaries:
+        table.add_column(s.get("label", s["policy"]), justify="right")
+    for name, key in rows:
+        cells = []
+        for s in summaries:
+            if key is None:
+                cells.append(f"{s['completed']} / {s['rejected']} / {s['unfinished']}")
+                continue
+            v = s.get(key)
+            if v is None:
+                cells.append("-")
+                continue
+            if key in ("utilization",):
+                text = f"{v:.1%}"
+            elif key in ("preemptions", "migrations"):
+                text = f"{v:d}"
+            elif key == "decision_seconds_mean":
+                text = f"{v * 1000:.2f}"
+            else:
+                text = f"{v / 3600:.2f}"
+            b = base.get(key)
+            if len(summaries) > 1 and s is not base and b and isinstance(v, float) and key != "utilization":
+                text += f" ({v / b:.2f}x)"
+            cells.append(text)
+        table.add_row(name, *cells)
+    return table
+
+
+def _run_dir_name(label: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
+
+
+# ----------------------------------------------------------------------------- simulate / compare
+@app.command()
+def simulate(
+    out: Annotated[Path, typer.Option("--out", help="Output folder (summary.json, jobs.csv, timeline.csv).")],
+    trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
+    jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
+    profile: ProfileOpt = None,
+    policy: Annotated[str, typer.Option("--policy", help="Scheduling policy (who runs).")] = "fifo",
+    placement: Annotated[str, typer.Option("--placement", help="Placement policy (where).")] = "consolidated",
+    round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
+    event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
+    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
+    measure_jobs: WindowOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Replay a trace (or the generated default workload) under one policy and placement."""
+    from tesserae.sim.report import write_run
+    from tesserae.sim.runner import RunSpec, simulate as run_sim
+    from tesserae.sim.workload import WorkloadSpec, build_workload
+
+    run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds,
+                  restart_overhead=restart_overhead, no_backfill=no_backfill, event_driven=event_driven,
+                  packing=packing, queues=_parse_queues(queues), promote_knob=promote_knob,
+                  gittins_prior=gittins_prior, skew_threshold=skew_threshold)
+    window = _parse_window(measure_jobs)
+    cl, model = _load_setup(cluster, profile)
+    wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
+    specs = build_workload(wl, cl, model)
+    prog, update = _progress(quiet, run.label)
+    if prog:
+        with prog:
+            result, summary = run_sim(specs, cl, model, run, seed=seed, window=window, progress=update)
+    else:
+        result, summary = run_sim(specs, cl, model, run, seed=seed, window=window)
+    summary["workload"] = wl.describe()
+    write_run(out, result, summary)
+    console.print(_summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
+    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv  (wall {summary['wall_seconds']:.1f} s)")
+
+
+@app.command()
+def compare(
+    out: Annotated[Path, typer.Option("--out", help="Output folder: one subfolder per run, compare.csv, PNGs.")],
+    run: Annotated[list[str], typer.Option("--run", help="POLICY[:PLACEMENT][+packing]; repeat.")],
+    trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
+    jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
+    profile: ProfileOpt = None,
+    placement: Annotated[str, typer.Option("--placement", help="Placement for runs that name none.")]
+    = "consolidated",
+    round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
+    event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
+    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
+    measure_jobs: WindowOpt = None, quiet: QuietOpt = False,
+) -> None:
+    """Run several configurations on the same workload and cluster; ratios are to the first run."""
+    from tesserae.sim.plots import plot_jct_cdf, plot_timeline
+    from tesserae.sim.report import write_run
+    from tesserae.sim.runner import RunSpec, parse_run_label, simulate as run_sim
+    from tesserae.sim.workload import WorkloadSpec, build_workload
+
+    base = RunSpec(placement=placement, round_seconds=round_seconds, restart_overhead=restart_overhead,
+                   no_backfill=no_backfill, event_driven=event_driven, packing=packing,
+                   queues=_parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,
+                   skew_threshold=skew_threshold)
+    runs = [parse_run_label(label, base) for label in run]
+    window = _parse_window(measure_jobs)
+    cl, model = _load_setup(cluster, profile)
+    wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
+    specs = build_workload(wl, cl, model)
+    results, summaries = {}, []
+    for spec in runs:
+        prog, update = _progress(quiet, spec.label)
+        if prog:
+            with prog:
+                result, summary = run_sim(specs, cl, model, spec, seed=seed, window=window, progress=update)
+        else:
+            result, summary = run_sim(specs, cl, model, spec, seed=seed, window=window)
+        summary["workload"] = wl.describe()
+        write_run(out / _run_dir_name(spec.label), result, summary)
+        results[spec.label] = result
+        summaries.append(summary)
+    keys = ["label", "policy", "placement", "completed", "rejected", "unfinished", "avg_jct", "median_jct",
+            "p95_jct", "p99_jct", "makespan", "utilization", "avg_queueing_delay", "preemptions", "migrations",
+            "scheduler_seconds"]
+    with (out / "compare.csv").open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow([*keys, "avg_jct_ratio", "makespan_ratio"])
+        for s in summaries:
+            ratio = (s["avg_jct"] / summaries[0]["avg_jct"]) if s["avg_jct"] and summaries[0]["avg_jct"] else ""
+            mk = (s["makespan"] / summaries[0]["makespan"]) if summaries[0]["makespan"] else ""
+            w.writerow([s.get(k) for k in keys] + [ratio, mk])
+    plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF on {cl.describe()}")
+    plot_timeline(results, out / "timeline.png", cl.num_gpus)
+    console.print(_summary_table(f"{wl.describe()} on {cl.describe()} ({model.name}"
+                                 f"{'' if model.measured else ', a model'})", summaries))
+    console.print(f"wrote {out}/compare.csv, jct_cdf.png, timeline.png and one folder per run")
+
+
+# ----------------------------------------------------------------------------- trace tools
+@trace_app.command("info")
+def trace_info_cmd(
+    path: Annotated[Path, typer.Argument(help="Trace file.")],
+    format: FormatOpt = "canonical",
+    cluster: Annotated[str | None, typer.Option("--cluster", help="Report the offered load on this cluster.")]
+    = None,
+    profile: ProfileOpt = None, seed: SeedOpt = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """Job count, GPU-count mix, duration quantiles and offered load of a trace."""
+    from tesserae.profiles.loader import load_profile
+    from tesserae.traces import read_trace
+    from tesserae.traces.cluster_file import load_cluster
+    from tesserae.traces.info import trace_info
+
+    model = load_profile(profile)
+    specs = read_trace(path, format, model, seed=seed)
+    info = trace_info(specs, load_cluster(cluster) if cluster else None, model=model)
+    if as_json:
+        console.print_json(json.dumps(info))
+        return
+    table = Table(title=f"{path} ({format})", show_header=False)
+    for k, v in info.items():
+        table.add_row(str(k), json.dumps(v) if isinstance(v, dict | list) else str(v))
+    console.print(table)
+
+
+@trace_app.command("convert")
+def trace_convert_cmd(
+    path: Annotated[Path, typer.Argument(help="Input trace.")],
+    out: Annotated[Path, typer.Option("--out", help="Canonical output: .csv or .parquet.")],
+    format: FormatOpt = "canonical", profile: ProfileOpt = None, seed: SeedOpt = 0,
+) -> None:
+    """Convert a trace into the canonical format (CSV or Parquet, by the output suffix)."""
+    from tesserae.profiles.loader import load_profile
+    from tesserae.traces import read_trace
+    from tesserae.traces.canonical import write_canonical
+
+    specs = read_trace(path, format, load_profile(profile), seed=seed)
+    write_canonical(specs, out)
+    console.print(f"wrote {len(specs)} jobs to {out}")
+
+
+def main() -> None:
+    try:
+        app()
+    except InputError as e:
+        err.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
+        err.print(f"[red]error:[/red] {e.strerror}: {e.filename}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Jobs: an immutable spec (what a trace or a user gives) and a columnar state table.
+
+The table keeps every job of a run in NumPy columns, indexed by row. Policies order rows with
+vectorised sorts and the simulator advances all running rows at once; only the per-round
+allocation walk touches rows one by one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+
+import numpy as np
+
+from tesserae.core.throughput import ThroughputModel
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a job is. ``work`` is in iterations; ``duration`` (seconds) when the trace gives one."""
+
+    job_id: int
+    submit_time: float
+    num_gpus: int
+    job_type: str
+    work: float
+    duration: float | None = None
+    user: str = ""
+    priority_weight: float = 1.0
+    name: str = ""
+
+
+class JobStatus(IntEnum):
+    PENDING = 0  # not yet submitted (simulated time before submit_time)
+    QUEUED = 1  # submitted, waiting (never ran, or preempted)
+    RUNNING = 2
+    DONE = 3
+    REJECTED = 4  # can never run here (asks for more GPUs than the cluster has)
+
+
+class JobTable:
+    """All jobs of one run: static spec columns plus the mutable state columns.
+
+    Times are seconds. ``attained`` is GPU-seconds held (restart overhead included: the job holds
+    its GPUs then), ``executed`` is wall seconds held, ``progress`` is iterations done.
+    """
+
+    def __init__(self, specs: Sequence[JobSpec]) -> None:
+        self.specs: list[JobSpec] = list(specs)
+        n = len(self.specs)
+        self.n = n
+        self.types: list[str] = sorted({s.job_type for s in self.specs})
+        type_index = {t: i for i, t in enumerate(self.types)}
+        self.job_id = np.fromiter((s.job_id for s in self.specs), dtype=np.int64, count=n)
+        self.submit = np.fromiter((s.submit_time for s in self.specs), dtype=np.float64, count=n)
+        self.num_gpus = np.fromiter((s.num_gpus for s in self.specs), dtype=np.int64, count=n)
+        self.type_idx = np.fromiter((type_index[s.job_type] for s in self.specs), dtype=np.int64, count=n)
+        self.work = np.fromiter((s.work for s in self.specs), dtype=np.float64, count=n)
+        self.duration = np.fromiter(
+            (math.nan if s.duration is None else s.duration for s in self.specs), dtype=np.float64, count=n
+        )
+        self.weight = np.fromiter((s.priority_weight for s in self.specs), dtype=np.float64, count=n)
+        # Iterations/s consolidated and alone on the reference GPU type (see set_reference_rates).
+        self.ref_rate = np.ones(n)
+
+        self.status = np.full(n, JobStatus.PENDING, dtype=np.int8)
+        self.progress = np.zeros(n)
+        self.attained = np.zeros(n)
+        self.executed = np.zeros(n)
+        self.first_start = np.full(n, math.nan)
+        self.finish = np.full(n, math.nan)
+        self.last_start = np.full(n, math.nan)  # start of the current (or latest) run
+        self.last_stop = self.submit.copy()  # when it last stopped running (submit if never ran)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.migrations = np.zeros(n, dtype=np.int64)
+        self.rate = np.zeros(n)  # iterations per second at the current placement
+        self.overhead_left = np.zeros(n)  # restart overhead still to pay before progress resumes
+
+    def set_reference_rates(self, model: ThroughputModel) -> None:
+        """Fill ``ref_rate`` from the model, once per (job type, GPU count) pair."""
+        cache: dict[tuple[int, int], float] = {}
+        for row in range(self.n):
+            key = (int(self.type_idx[row]), int(self.num_gpus[row]))
+            if key not in cache:
+                cache[key] = model.reference_rate(self.types[key[0]], key[1])
+            self.ref_rate[row] = cache[key]
+
+    def job_type(self, row: int) -> str:
+        return self.types[int(self.type_idx[row])]
+
+    def remaining_work(self, rows: np.ndarray) -> np.ndarray:
+        return np.maximum(self.work[rows] - self.progress[rows], 0.0)
+
+    def rows_with(self, status: JobStatus) -> np.ndarray:
+        return np.flatnonzero(self.status == status)

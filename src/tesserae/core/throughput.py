@@ -1,0 +1,33 @@
+"""The throughput-model interface: how fast a job type runs on a given placement."""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+
+@runtime_checkable
+class ThroughputModel(Protocol):
+    """Answers rate(job type, GPU count, GPU type, consolidated?, partner?) in iterations/second.
+
+    ``partner`` is the (job type, GPU count) of the job sharing the same GPUs, or None when alone.
+    A rate of 0.0 for a pair means the two cannot share (out of memory, or no data for the pair).
+    """
+
+    name: str
+    measured: bool  # False for built-in models: reports label them "model, not measurement"
+    reference_gpu_type: str
+
+    def rate(self, job_type: str, num_gpus: int, gpu_type: str, consolidated: bool = True,
+             partner: tuple[str, int] | None = None) -> float: ...
+
+    def reference_rate(self, job_type: str, num_gpus: int) -> float:
+        """Consolidated, alone, on the reference GPU type: converts trace durations into work."""
+        ...
+
+    def skew(self, job_type: str) -> float | None:
+        """Largest tensor / all parameters (Tiresias); None when unknown."""
+        ...
+
+    def job_types(self) -> list[str]: ...
+
+    def gpu_types(self) -> list[str]: ...

@@ -1,0 +1,131 @@
+"""The placement protocol, the registry, and the free-GPU pool every placement works on.
+
+A placement policy opens a ``RoundPlacer`` per decision. The allocator offers it jobs in priority
+order (``try_admit``); the placer says yes (capacity reserved, maybe GPUs chosen already) or no
+(the job waits: it does not fit the way this policy insists on). ``finish`` returns the final
+GPU assignment of every admitted job. Placement sees only ``core`` types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobTable
+from tesserae.core.plan import Assignment
+from tesserae.core.throughput import ThroughputModel
+
+
+class GpuPool:
+    """Free GPUs as a mask plus per-node free counts, so no decision loops over all GPUs."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.free = np.ones(cluster.num_gpus, dtype=bool)
+        self.node_free = cluster.node_num_gpus.copy()
+        self.total_free = cluster.num_gpus
+        self.free_by_type = np.array([cluster.gpus_by_type[t] for t in cluster.gpu_types], dtype=np.int64)
+
+    def all_free(self, gpus: tuple[int, ...]) -> bool:
+        return bool(self.free[list(gpus)].all())
+
+    def take(self, gpus: np.ndarray | tuple[int, ...] | list[int]) -> tuple[int, ...]:
+        idx = np.asarray(gpus, dtype=np.int64)
+        assert self.free[idx].all(), "placement took a GPU that is not free"
+        self.free[idx] = False
+        nodes = self.cluster.gpu_node[idx]
+        np.subtract.at(self.node_free, nodes, 1)
+        np.subtract.at(self.free_by_type, self.cluster.gpu_type[idx], 1)
+        self.total_free -= idx.size
+        return tuple(int(g) for g in np.sort(idx))
+
+    def free_on_node(self, node: int, k: int, mask: np.ndarray | None = None) -> np.ndarray:
+        """The lowest ``k`` free GPU ids of a node (optionally also allowed by ``mask``)."""
+        lo = int(self.cluster.node_first_gpu[node])
+        hi = lo + int(self.cluster.node_num_gpus[node])
+        ok = self.free[lo:hi] if mask is None else self.free[lo:hi] & mask[lo:hi]
+        return lo + np.flatnonzero(ok)[:k]
+
+    def take_nodes(self, counts: Mapping[int, int] | list[tuple[int, int]], mask: np.ndarray | None = None
+                   ) -> tuple[int, ...]:
+        """Take ``k`` GPUs on each (node, k), lowest free ids first."""
+        items = counts.items() if isinstance(counts, Mapping) else counts
+        parts = [self.free_on_node(n, k, mask) for n, k in items if k > 0]
+        return self.take(np.concatenate(parts) if parts else np.empty(0, dtype=np.int64))
+
+
+class RoundPlacer:
+    """One decision's placement state. Subclasses implement ``try_admit`` and ``finish``."""
+
+    def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
+                 model: ThroughputModel) -> None:
+        self.cluster, self.table, self.previous, self.model = cluster, table, previous, model
+        self.pool = GpuPool(cluster)
+        self.assigned: dict[int, Assignment] = {}
+
+    @property
+    def free(self) -> int:
+        """GPUs still unclaimed: the allocator skips gangs larger than this."""
+        return self.pool.total_free
+
+    def try_admit(self, row: int) -> bool:
+        raise NotImplementedError
+
+    def finish(self) -> dict[int, Assignment]:
+        return self.assigned
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+
+class PlacementPolicy:
+    name: ClassVar[str] = ""
+
+    def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
+              model: ThroughputModel) -> RoundPlacer:
+        raise NotImplementedError
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+
+_REGISTRY: dict[str, Callable[..., PlacementPolicy]] = {}
+
+
+def register(name: str) -> Callable[[type[PlacementPolicy]], type[PlacementPolicy]]:
+    def wrap(cls: type[PlacementPolicy]) -> type[PlacementPolicy]:
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return wrap
+
+
+def placement_names() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def make_placement(name: str, **options: Any) -> PlacementPolicy:
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise InputError(f"unknown placement '{name}'; choose one of: {', '.join(sorted(_REGISTRY))}",
+                         field="placement")
+    factory = _REGISTRY[name]
+    from_options = getattr(factory, "from_options", None)
+    return from_options(**options) if from_options else factory()
+
+
+def _load_builtin() -> None:
+    import importlib
+    import pkgutil
+
+    import tesserae.placement as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name not in ("base",) and not mod.name.startswith("_"):
+            importlib.import_module(f"tesserae.placement.{mod.name}")

@@ -1,0 +1,57 @@
+"""One scheduling decision: order -> allocate (gangs) -> pack -> place -> Plan.
+
+The scheduler is deterministic: the same table state, time and previous plan give the same Plan.
+It keeps no wall clock and no global state; the simulator and the runtime both call ``decide``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.jobs import JobTable
+from tesserae.core.plan import Assignment, Plan
+from tesserae.core.throughput import ThroughputModel
+from tesserae.placement.base import PlacementPolicy
+from tesserae.scheduling.base import SchedulingPolicy
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    #: Stop at the first job in priority order that does not fit (YARN-CS) instead of skipping it.
+    no_backfill: bool = False
+
+
+class Scheduler:
+    """Composes a scheduling policy (who runs) with a placement policy (where)."""
+
+    def __init__(self, cluster: Cluster, policy: SchedulingPolicy, placement: PlacementPolicy,
+                 model: ThroughputModel, config: SchedulerConfig | None = None) -> None:
+        self.cluster, self.policy, self.placement, self.model = cluster, policy, placement, model
+        self.config = config or SchedulerConfig()
+
+    def decide(self, now: float, table: JobTable, active: np.ndarray,
+               previous: Mapping[int, Assignment]) -> Plan:
+        """Who runs where until the next decision, for the ``active`` (submitted, unfinished) rows."""
+        order = self.policy.order(table, active, now)
+        placer = self.placement.begin(self.cluster, table, previous, self.model)
+        gangs = table.num_gpus[order]
+        # Smallest gang at or after each position: the walk ends once nothing behind can fit.
+        suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
+        no_backfill = self.config.no_backfill
+        for i, row in enumerate(order.tolist()):
+            free = placer.free
+            if suffix_min[i] > free:
+                break
+            if gangs[i] > free or not placer.try_admit(row):
+                if no_backfill:
+                    break
+        assignments = placer.finish()
+        return Plan.diff(now, dict(previous), assignments)
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.policy.summary(), **self.placement.summary()}

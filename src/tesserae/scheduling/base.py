@@ -1,0 +1,89 @@
+"""The scheduling-policy protocol and its registry.
+
+A scheduling policy only ORDERS the runnable jobs; the allocator in ``tesserae.scheduler`` walks
+that order and admits each gang that fits. Policies are registered under the name the CLI and
+config files use; adding a policy is adding one module that calls ``register``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobTable
+
+
+class SchedulingPolicy:
+    """Base class: order rows by priority (first = most important)."""
+
+    name: ClassVar[str] = ""
+    #: Orders with knowledge a real scheduler lacks (true remaining work): labelled as an oracle.
+    oracle: ClassVar[bool] = False
+
+    def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
+        raise NotImplementedError
+
+    def next_event(self, table: JobTable, active: np.ndarray, running: np.ndarray, now: float) -> float:
+        """The next instant at which a priority changes by itself (a demotion, say); inf if none.
+
+        Event-driven simulation decides again at that instant.
+        """
+        return math.inf
+
+    def on_finish(self, table: JobTable, row: int, now: float) -> None:
+        """Hook for policies that learn from completed jobs."""
+
+    def summary(self) -> dict[str, Any]:
+        """Policy-specific figures for the run summary."""
+        return {}
+
+
+_REGISTRY: dict[str, Callable[..., SchedulingPolicy]] = {}
+
+
+def register(name: str) -> Callable[[type[SchedulingPolicy]], type[SchedulingPolicy]]:
+    def wrap(cls: type[SchedulingPolicy]) -> type[SchedulingPolicy]:
+        cls.name = name
+        _REGISTRY[name] = cls
+        return cls
+
+    return wrap
+
+
+def policy_names() -> list[str]:
+    _load_builtin()
+    return sorted(_REGISTRY)
+
+
+def make_policy(name: str, **options: Any) -> SchedulingPolicy:
+    """Build a registered policy; options a policy does not take are ignored (shared CLI flags)."""
+    _load_builtin()
+    if name not in _REGISTRY:
+        raise InputError(f"unknown policy '{name}'; choose one of: {', '.join(sorted(_REGISTRY))}",
+                         field="policy")
+    factory = _REGISTRY[name]
+    from_options = getattr(factory, "from_options", None)
+    return from_options(**options) if from_options else factory()
+
+
+def by_keys(active: np.ndarray, *keys: np.ndarray) -> np.ndarray:
+    """Rows of ``active`` sorted by keys, the first key most significant (stable)."""
+    if active.size == 0:
+        return active
+    return active[np.lexsort(tuple(reversed(keys)))]
+
+
+def _load_builtin() -> None:
+    # Importing the modules registers them; kept here so the registry has no import cycle.
+    import importlib
+    import pkgutil
+
+    import tesserae.scheduling as pkg
+
+    for mod in pkgutil.iter_modules(pkg.__path__):
+        if mod.name != "base":
+            importlib.import_module(f"tesserae.scheduling.{mod.name}")

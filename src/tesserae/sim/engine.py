@@ -1,0 +1,262 @@
+"""Discrete-event simulator: rounds plus arrival and completion events, restart overheads.
+
+Between decisions every running job progresses at the rate the throughput model gives for its
+placement (GPU type, consolidated or spread, alone or sharing). All running rows advance in one
+vectorised step; completions inside a round are processed in time order, and a job whose
+partner finished speeds up at that instant. Starting, resuming or migrating a job costs the
+restart overhead, during which it holds its GPUs and makes no progress.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.jobs import JobSpec, JobStatus, JobTable
+from tesserae.core.plan import Assignment, Plan
+from tesserae.scheduler import Scheduler
+
+ProgressCallback = Callable[[float, int, int], None]
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    round_seconds: float = 300.0
+    restart_overhead: float = 30.0
+    #: Restart overhead per job type, overriding ``restart_overhead``.
+    overhead_by_type: dict[str, float] = field(default_factory=dict)
+    #: Decide at every arrival, completion and policy event too, not only at round boundaries.
+    event_driven: bool = False
+
+
+@dataclass
+class SimResult:
+    table: JobTable
+    cluster: Cluster
+    config: SimConfig
+    decision_seconds: list[float]
+    timeline: dict[str, np.ndarray]
+    busy_gpu_seconds: float
+    wall_seconds: float
+    events: int
+    scheduler_summary: dict[str, Any]
+
+
+class Simulator:
+    """Replays ``specs`` on ``cluster`` under ``scheduler``. One instance, one run."""
+
+    def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, scheduler: Scheduler,
+                 config: SimConfig | None = None) -> None:
+        self.cluster, self.scheduler = cluster, scheduler
+        self.model = scheduler.model
+        self.config = config or SimConfig()
+        self.table = JobTable(specs)
+        self.table.set_reference_rates(self.model)
+        t = self.table
+        self.arrival_order = np.argsort(t.submit, kind="stable")
+        self.overhead = np.array([self.config.overhead_by_type.get(t.job_type(r), self.config.restart_overhead)
+                                  for r in range(t.n)]) if self.config.overhead_by_type else \
+            np.full(t.n, self.config.restart_overhead)
+        too_big = t.num_gpus > cluster.num_gpus
+        t.status[too_big] = JobStatus.REJECTED
+        self.assignments: dict[int, Assignment] = {}
+        self.active: dict[int, None] = {}  # insertion-ordered set of QUEUED or RUNNING rows
+        self.run_rows = np.empty(0, dtype=np.int64)
+        self.in_use = 0
+        self.busy_gpu_seconds = 0.0
+        self.events = 0
+        self.decision_seconds: list[float] = []
+        self._timeline: list[tuple[float, int, int, int]] = []
+        self._next_arrival = 0
+        self._rate_cache: dict[tuple[Any, ...], float] = {}
+        self._type_node_size = {ti: int(cluster.node_num_gpus[cluster.node_type == ti].max())
+                                for ti in range(len(cluster.gpu_types))}
+
+    # ----------------------------------------------------------------------------- main loop
+    def run(self, progress: ProgressCallback | None = None) -> SimResult:
+        wall0 = time.perf_counter()
+        t = self.table
+        if t.n == 0:
+            return self._result(wall0)
+        t0 = float(t.submit.min())
+        now = t0
+        R = self.config.round_seconds
+        done_count = 0
+        total = int((t.status != JobStatus.REJECTED).sum())
+        while True:
+            self._admit_arrivals(now)
+            if not self.active:
+                nxt = self._peek_arrival()
+                if nxt is None:
+                    break
+                now = nxt if self.config.event_driven else t0 + math.ceil((nxt - t0) / R - 1e-12) * R
+                continue
+            self._decide(now)
+            if not self.assignments and self._peek_arrival() is None:
+                break  # nothing runs and nothing will change: the queued jobs can never run here
+            stop = now + R
+            if self.config.event_driven:
+                nxt = self._peek_arrival()
+                if nxt is not None:
+                    stop = min(stop, max(nxt, now))
+                active = np.fromiter(self.active, dtype=np.int64, count=len(self.active))
+                ev = self.scheduler.policy.next_event(t, active, self.run_rows, now)
+                if ev > now:
+                    stop = min(stop, ev)
+            elif not self.assignments:
+                # Idle cluster with a queue that cannot start yet: jump to the round of the next arrival.
+                nxt = self._peek_arrival()
+                assert nxt is not None
+                stop = max(stop, t0 + math.ceil((nxt - t0) / R - 1e-12) * R)
+            now, finished = self._run_until(now, stop, stop_at_completion=self.config.event_driven)
+            done_count += finished
+            if progress is not None:
+                progress(now - t0, done_count, total)
+        return self._result(wall0)
+
+    # ----------------------------------------------------------------------------- steps
+    def _peek_arrival(self) -> float | None:
+        i = self._next_arrival
+        order = self.arrival_order
+        while i < order.size and self.table.status[order[i]] == JobStatus.REJECTED:
+            i += 1
+        self._next_arrival = i
+        return float(self.table.submit[order[i]]) if i < order.size else None
+
+    def _admit_arrivals(self, now: float) -> None:
+        t, order = self.table, self.arrival_order
+        i = self._next_arrival
+        while i < order.size and t.submit[order[i]] <= now + 1e-9:
+            row = int(order[i])
+            if t.status[row] == JobStatus.PENDING:
+                t.status[row] = JobStatus.QUEUED
+                self.active[row] = None
+            i += 1
+        self._next_arrival = i
+
+    def _decide(self, now: float) -> None:
+        active = np.fromiter(self.active, dtype=np.int64, count=len(self.active))
+        c0 = time.perf_counter()
+        plan = self.scheduler.decide(now, self.table, active, self.assignments)
+        self.decision_seconds.append(time.perf_counter() - c0)
+        self.events += 1
+        self._apply(plan, now)
+        queued = len(self.active) - len(self.assignments)
+        self._timeline.append((now, self.in_use, queued, len(self.assignments)))
+
+    def _apply(self, plan: Plan, now: float) -> None:
+        t = self.table
+        previous = self.assignments
+        for r in plan.stopped:
+            t.status[r] = JobStatus.QUEUED
+            t.preemptions[r] += 1
+            t.last_stop[r] = now
+            t.rate[r] = 0.0
+            t.overhead_left[r] = 0.0
+        for r in plan.started:
+            t.status[r] = JobStatus.RUNNING
+            if math.isnan(t.first_start[r]):
+                t.first_start[r] = now
+            t.last_start[r] = now
+            t.overhead_left[r] = self.overhead[r]
+        for r in plan.migrated:
+            t.migrations[r] += 1
+            t.overhead_left[r] = self.overhead[r]
+        for r, a in plan.assignments.items():
+            if previous.get(r) != a:
+                t.rate[r] = self._rate(a)
+        self.assignments = dict(plan.assignments)
+        self._refresh_running()
+
+    def _refresh_running(self) -> None:
+        self.run_rows = np.fromiter(self.assignments, dtype=np.int64, count=len(self.assignments))
+        if self.assignments:
+            self.in_use = int(np.unique(np.concatenate([a.gpus for a in self.assignments.values()])).size)
+        else:
+            self.in_use = 0
+
+    def _rate(self, a: Assignment) -> float:
+        t, c = self.table, self.cluster
+        gpus = np.asarray(a.gpus, dtype=np.int64)
+        k = int(gpus.size)
+        ti = int(c.gpu_type[gpus[0]])
+        nodes = int(np.unique(c.gpu_node[gpus]).size)
+        consolidated = nodes <= math.ceil(k / self._type_node_size[ti])
+        partner = None if a.partner is None else (int(t.type_idx[a.partner]), int(t.num_gpus[a.partner]))
+        key = (int(t.type_idx[a.row]), k, ti, consolidated, partner, a.strategy)
+        rate = self._rate_cache.get(key)
+        if rate is None:
+            p = None if partner is None else (t.types[partner[0]], partner[1])
+            rate = self.model.rate(t.types[key[0]], k, c.gpu_types[ti], consolidated, p)
+            if not rate > 0:
+                raise RuntimeError(f"placement gave job {t.job_id[a.row]} a placement with rate {rate}")
+            self._rate_cache[key] = rate
+        return rate
+
+    def _advance(self, dt: float) -> None:
+        if dt <= 0:
+            return
+        self.busy_gpu_seconds += self.in_use * dt
+        rows = self.run_rows
+        if rows.size == 0:
+            return
+        t = self.table
+        ov = t.overhead_left[rows]
+        paid = np.minimum(ov, dt)
+        t.progress[rows] += t.rate[rows] * (dt - paid)
+        t.overhead_left[rows] = ov - paid
+        t.attained[rows] += t.num_gpus[rows] * dt
+        t.executed[rows] += dt
+
+    def _run_until(self, now: float, stop: float, stop_at_completion: bool) -> tuple[float, int]:
+        t = self.table
+        finished = 0
+        while self.run_rows.size:
+            rows = self.run_rows
+            left = t.overhead_left[rows] + (t.work[rows] - t.progress[rows]) / t.rate[rows]
+            i = int(np.argmin(left))
+            if now + left[i] > stop:
+                break
+            self._advance(float(left[i]))
+            now += float(left[i])
+            done = rows[left <= left[i] + 1e-9]
+            self._complete(done, now)
+            finished += int(done.size)
+            if stop_at_completion:
+                return now, finished
+        self._advance(stop - now)
+        return stop, finished
+
+    def _complete(self, rows: np.ndarray, now: float) -> None:
+        t = self.table
+        for r in rows.tolist():
+            t.status[r] = JobStatus.DONE
+            t.finish[r] = now
+            t.progress[r] = t.work[r]
+            t.overhead_left[r] = 0.0
+            t.rate[r] = 0.0
+            t.last_stop[r] = now
+            del self.assignments[r]
+            del self.active[r]
+            self.scheduler.policy.on_finish(t, r, now)
+        done = set(rows.tolist())
+        for r, a in list(self.assignments.items()):
+            if a.partner in done:
+                alone = Assignment(r, a.gpus, None, a.strategy)
+                self.assignments[r] = alone
+                t.rate[r] = self._rate(alone)
+        self.events += len(done)
+        self._refresh_running()
+
+    def _result(self, wall0: float) -> SimResult:
+        tl = np.array(self._timeline, dtype=np.float64).reshape(-1, 4)
+        timeline = {"time": tl[:, 0], "gpus_in_use": tl[:, 1], "queued": tl[:, 2], "running": tl[:, 3]}
+        return SimResult(self.table, self.cluster, self.config, self.decision_seconds, timeline,
+                         self.busy_gpu_seconds, time.perf_counter() - wall0, self.events,
+                         self.scheduler.summary())

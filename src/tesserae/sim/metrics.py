@@ -1,0 +1,121 @@
+"""Run metrics (DESIGN §2): the summary, the per-job rows, size classes and the window."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.jobs import JobStatus, JobTable
+from tesserae.sim.engine import SimResult
+
+SIZE_CLASSES: list[tuple[str, int, int]] = [("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), ("9+", 9, 1 << 30)]
+JOB_COLUMNS = ["job_id", "name", "job_type", "num_gpus", "submit_time", "first_start", "finish_time", "jct",
+               "queueing_delay", "preemptions", "migrations", "gpu_seconds", "slowdown"]
+
+
+def _stat(values: np.ndarray, q: float | None = None) -> float | None:
+    if values.size == 0:
+        return None
+    return float(np.mean(values)) if q is None else float(np.percentile(values, q))
+
+
+def window_rows(table: JobTable, window: tuple[int, int] | None) -> np.ndarray:
+    """Rows whose job id lies in [lo, hi): the measurement window (all rows when None)."""
+    if window is None:
+        return np.arange(table.n)
+    lo, hi = window
+    return np.flatnonzero((table.job_id >= lo) & (table.job_id < hi))
+
+
+def summarize(result: SimResult, *, policy: str, placement: str, profile: str, profile_measured: bool,
+              seed: int | None = None, window: tuple[int, int] | None = None,
+              extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    t = result.table
+    rows = window_rows(t, window)
+    done = rows[t.status[rows] == JobStatus.DONE]
+    rejected = int((t.status[rows] == JobStatus.REJECTED).sum())
+    unfinished = int(rows.size - done.size - rejected)
+    jct = t.finish[done] - t.submit[done]
+    queueing = t.first_start[done] - t.submit[done]
+    isolated = t.work[done] / t.ref_rate[done]
+    slowdown = jct / np.maximum(isolated, 1e-9)
+    if done.size:
+        first_submit = float(t.submit[rows[t.status[rows] != JobStatus.REJECTED]].min())
+        makespan = float(t.finish[done].max()) - first_submit
+    else:
+        makespan = 0.0
+    gpus = result.cluster.num_gpus
+    decisions = np.asarray(result.decision_seconds)
+    by_size: dict[str, Any] = {}
+    for label, lo, hi in SIZE_CLASSES:
+        sel = (t.num_gpus[done] >= lo) & (t.num_gpus[done] <= hi)
+        if sel.any():
+            by_size[label] = {"jobs": int(sel.sum()), "avg_jct": _stat(jct[sel]), "p95_jct": _stat(jct[sel], 95)}
+    summary: dict[str, Any] = {
+        "jobs": int(rows.size),
+        "completed": int(done.size),
+        "rejected": rejected,
+        "unfinished": unfinished,
+        "avg_jct": _stat(jct),
+        "median_jct": _stat(jct, 50),
+        "p95_jct": _stat(jct, 95),
+        "p99_jct": _stat(jct, 99),
+        "makespan": makespan,
+        "utilization": result.busy_gpu_seconds / (gpus * makespan) if makespan > 0 else 0.0,
+        "avg_queueing_delay": _stat(queueing),
+        "avg_slowdown": _stat(slowdown),
+        "preemptions": int(t.preemptions[rows].sum()),
+        "migrations": int(t.migrations[rows].sum()),
+        "jct_by_size": by_size,
+        "policy": policy,
+        "placement": placement,
+        "cluster": result.cluster.describe(),
+        "cluster_gpus": gpus,
+        "round_seconds": result.config.round_seconds,
+        "restart_overhead": result.config.restart_overhead,
+        "event_driven": result.config.event_driven,
+        "profile": profile,
+        "profile_kind": "measured" if profile_measured else "model (not a measurement)",
+        "seed": seed,
+        "window": list(window) if window else None,
+        "scheduler_seconds": float(decisions.sum()),
+        "decisions": int(decisions.size),
+        "decision_seconds_mean": _stat(decisions),
+        "decision_seconds_p95": _stat(decisions, 95),
+        "decision_seconds_max": float(decisions.max()) if decisions.size else None,
+        "wall_seconds": result.wall_seconds,
+        "events": result.events,
+    }
+    summary.update(result.scheduler_summary)
+    if extra:
+        summary.update(extra)
+    return summary
+
+
+def job_records(result: SimResult) -> list[dict[str, Any]]:
+    """One row per job (every job, window or not), in job-id order."""
+    t = result.table
+    out = []
+    for r in np.argsort(t.job_id, kind="stable").tolist():
+        finish = float(t.finish[r])
+        first = float(t.first_start[r])
+        submit = float(t.submit[r])
+        jct = finish - submit if not math.isnan(finish) else math.nan
+        out.append({
+            "job_id": int(t.job_id[r]),
+            "name": t.specs[r].name,
+            "job_type": t.job_type(r),
+            "num_gpus": int(t.num_gpus[r]),
+            "submit_time": submit,
+            "first_start": first,
+            "finish_time": finish,
+            "jct": jct,
+            "queueing_delay": first - submit if not math.isnan(first) else math.nan,
+            "preemptions": int(t.preemptions[r]),
+            "migrations": int(t.migrations[r]),
+            "gpu_seconds": float(t.attained[r]),
+            "slowdown": jct / max(float(t.work[r] / t.ref_rate[r]), 1e-9) if not math.isnan(jct) else math.nan,
+        })
+    return out

@@ -1,0 +1,52 @@
+"""PNG plots for compare: JCT CDFs, and GPUs in use / queue length over time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from tesserae.core.jobs import JobStatus  # noqa: E402
+from tesserae.sim.engine import SimResult  # noqa: E402
+
+
+def plot_jct_cdf(results: dict[str, SimResult], path: Path, title: str = "JCT CDF") -> None:
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, res in results.items():
+        t = res.table
+        done = t.status == JobStatus.DONE
+        jct = np.sort(t.finish[done] - t.submit[done])
+        if jct.size:
+            ax.step(jct / 3600.0, np.arange(1, jct.size + 1) / jct.size, where="post", label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("JCT (hours, log scale)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_timeline(results: dict[str, SimResult], path: Path, gpus: int) -> None:
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
+    for label, res in results.items():
+        tl = res.timeline
+        hours = tl["time"] / 3600.0
+        top.step(hours, tl["gpus_in_use"], where="post", label=label, linewidth=0.8)
+        bottom.step(hours, tl["queued"], where="post", label=label, linewidth=0.8)
+    top.axhline(gpus, color="grey", linestyle=":", linewidth=0.8)
+    top.set_ylabel("GPUs in use")
+    bottom.set_ylabel("jobs queued")
+    bottom.set_xlabel("simulated time (hours)")
+    top.legend(fontsize=8)
+    for ax in (top, bottom):
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
