@@ -1,0 +1,243 @@
+"""Field parsing shared by every trace reader.
+
+Each helper validates one cell and raises :class:`InputError` naming the file, the 1-based line
+and the field, so that a bad trace is fixed from the message alone. Readers never skip a row: a
+row either becomes a job or stops the read with an error. Only blank lines (e.g. the trailing
+newline many tools write) are not rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+
+from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobSpec
+from tesserae.core.throughput import ThroughputModel
+
+INT64_MAX = 2**63 - 1
+Cell = str | int | float | None
+
+
+def check_file(path: str | Path) -> Path:
+    """A missing or unreadable trace is an input error, not a traceback."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("file not found", path=str(p))
+    if not p.is_file():
+        raise InputError("not a regular file", path=str(p))
+    return p
+
+
+@contextmanager
+def open_text(path: Path) -> Iterator[IO[str]]:
+    """Open a text trace (UTF-8, a leading byte-order mark is ignored; newlines kept for csv)."""
+    try:
+        f = open(path, encoding="utf-8-sig", newline="")  # noqa: SIM115 - closed below
+    except OSError as e:
+        raise InputError(f"cannot open: {e.strerror or e}", path=str(path)) from e
+    with f:
+        yield f
+
+
+def csv_rows(f: IO[str], path: Path) -> Iterator[tuple[int, list[str]]]:
+    """(line number, cells) for each non-blank CSV record; decoding and CSV errors name the line."""
+    reader = csv.reader(f)
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as e:
+            raise InputError("file is not UTF-8 text", path=str(path), line=reader.line_num + 1) from e
+        except csv.Error as e:
+            raise InputError(f"malformed CSV: {e}", path=str(path), line=reader.line_num) from e
+        if not row or (len(row) == 1 and not row[0].strip()):
+            continue
+        yield reader.line_num, row
+
+
+def header_index(header: Sequence[str], required: Sequence[str], optional: Sequence[str],
+                 path: Path) -> dict[str, int]:
+    """Map column names (case-insensitive, spaces trimmed) to positions; a missing one is an error."""
+    names = [h.strip().lower() for h in header]
+    index: dict[str, int] = {}
+    for col in (*required, *optional):
+        if col in names:
+            index[col] = names.index(col)
+    for col in required:
+        if col not in index:
+            raise InputError(
+                f"missing column '{col}' (header has: {', '.join(h.strip() for h in header)}; "
+                f"required: {', '.join(required)})",
+                path=str(path), line=1, field=col,
+            )
+    return index
+
+
+def cell(row: Sequence[str], i: int, path: Path, line: int, field: str) -> str:
+    """The raw text of one cell; a row too short to hold it is an error."""
+    if i >= len(row):
+        raise InputError(f"missing value (the row has only {len(row)} fields)",
+                         path=str(path), line=line, field=field)
+    return row[i]
+
+
+def is_missing(value: Cell) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def number(value: Cell, path: Path, line: int, field: str, *, positive: bool = False) -> float:
+    """A finite, non-negative number (strictly positive when ``positive``)."""
+    if is_missing(value):
+        raise InputError("missing value", path=str(path), line=line, field=field)
+    if isinstance(value, bool):
+        raise InputError(f"not a number: {value!r}", path=str(path), line=line, field=field)
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InputError(f"not a number: {value!r}", path=str(path), line=line, field=field) from None
+    if not math.isfinite(x):
+        raise InputError(f"not a finite number: {value!r}", path=str(path), line=line, field=field)
+    if x < 0:
+        raise InputError(f"negative value: {value!r}", path=str(path), line=line, field=field)
+    if positive and x == 0:
+        raise InputError(f"must be positive, got {value!r}", path=str(path), line=line, field=field)
+    return x
+
+
+def integer(value: Cell, path: Path, line: int, field: str) -> int:
+    """A non-negative integer; '4' and '4.0' are accepted, '4.5' is not."""
+    if isinstance(value, str):
+        try:
+            i = int(value)
+        except ValueError:
+            pass
+        else:
+            if i < 0:
+                raise InputError(f"negative value: {value!r}", path=str(path), line=line, field=field)
+            return i
+    if isinstance(value, int) and not isinstance(value, bool):
+        if value < 0:
+            raise InputError(f"negative value: {value!r}", path=str(path), line=line, field=field)
+        return value
+    x = number(value, path, line, field)
+    if not x.is_integer():
+        raise InputError(f"not an integer: {value!r}", path=str(path), line=line, field=field)
+    return int(x)
+
+
+def gpus(value: Cell, path: Path, line: int, field: str) -> int:
+    """A GPU count: an integer of at least 1 (gang size)."""
+    g = integer(value, path, line, field)
+    if g < 1:
+        raise InputError(f"a job needs at least 1 GPU, got {value!r}", path=str(path), line=line,
+                         field=field)
+    return g
+
+
+def text(value: Cell, path: Path, line: int, field: str) -> str:
+    """A non-empty string (e.g. a job type)."""
+    if is_missing(value):
+        raise InputError("missing value", path=str(path), line=line, field=field)
+    return str(value).strip()
+
+
+def id_as_int(raw: str) -> int | None:
+    """The trace's id as a job id when it is a non-negative int64, else None."""
+    try:
+        i = int(raw)
+    except ValueError:
+        return None
+    return i if 0 <= i <= INT64_MAX else None
+
+
+def no_jobs(path: Path, line: int, field: str) -> InputError:
+    return InputError("no jobs in the trace (expected at least one job row)", path=str(path),
+                      line=line, field=field)
+
+
+def model_types(model: ThroughputModel) -> list[str]:
+    """The model's job types in a fixed (sorted) order, so that seeded draws do not depend on it."""
+    types = sorted(model.job_types())
+    if not types:
+        raise InputError(f"throughput model '{getattr(model, 'name', model)}' lists no job types",
+                         field="job_type")
+    return types
+
+
+class RateCache:
+    """reference_rate per (job type, GPU count): traces repeat a few pairs many times."""
+
+    def __init__(self, model: ThroughputModel) -> None:
+        self.model = model
+        self._cache: dict[tuple[str, int], float] = {}
+
+    def __call__(self, job_type: str, num_gpus: int) -> float:
+        key = (job_type, num_gpus)
+        r = self._cache.get(key)
+        if r is None:
+            r = float(self.model.reference_rate(job_type, num_gpus))
+            if not (math.isfinite(r) and r > 0):
+                raise InputError(f"throughput model gives reference rate {r} for {job_type} on "
+                                 f"{num_gpus} GPU(s); cannot convert a duration into work",
+                                 field="job_type")
+            self._cache[key] = r
+        return r
+
+
+class JobRows:
+    """Columns of the rows read so far; ``finish`` shifts times and builds sorted JobSpecs."""
+
+    def __init__(self) -> None:
+        self.lines: list[int] = []
+        self.ids: list[int] = []
+        self.names: list[str] = []
+        self.submit: list[float] = []
+        self.num_gpus: list[int] = []
+        self.job_type: list[str] = []
+        self.work: list[float] = []
+        self.duration: list[float | None] = []
+        self.user: list[str] = []
+        self.weight: list[float] = []
+
+    def __len__(self) -> int:
+        return len(self.submit)
+
+    def add(self, line: int, job_id: int, name: str, submit: float, num_gpus: int, job_type: str,
+            work: float, duration: float | None, user: str = "", weight: float = 1.0) -> None:
+        self.lines.append(line)
+        self.ids.append(job_id)
+        self.names.append(name)
+        self.submit.append(submit)
+        self.num_gpus.append(num_gpus)
+        self.job_type.append(job_type)
+        self.work.append(work)
+        self.duration.append(duration)
+        self.user.append(user)
+        self.weight.append(weight)
+
+    def check_unique_ids(self, path: Path, field: str = "job_id") -> None:
+        seen: dict[int, int] = {}
+        for line, i in zip(self.lines, self.ids, strict=True):
+            if i in seen:
+                raise InputError(f"duplicate job id {i} (first on line {seen[i]})", path=str(path),
+                                 line=line, field=field)
+            seen[i] = line
+
+    def finish(self) -> list[JobSpec]:
+        """Times from the first (earliest) submission; jobs sorted by (submit_time, job_id)."""
+        t0 = min(self.submit)
+        jobs = [
+            JobSpec(job_id=i, submit_time=s - t0, num_gpus=g, job_type=t, work=w, duration=d, user=u,
+                    priority_weight=p, name=n)
+            for i, s, g, t, w, d, u, p, n in zip(
+                self.ids, self.submit, self.num_gpus, self.job_type, self.work, self.duration,
+                self.user, self.weight, self.names, strict=True)
+        ]
+        jobs.sort(key=lambda j: (j.submit_time, j.job_id))
+        return jobs

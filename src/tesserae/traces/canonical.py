@@ -1,0 +1,169 @@
+"""The project's own trace format, as CSV or Parquet.
+
+Columns ``job_id,submit_time,num_gpus,job_type,work,duration,user,priority_weight,name``: the
+fields of :class:`JobSpec`, in its units (seconds, GPUs, iterations). ``job_id``, ``submit_time``,
+``num_gpus``, ``job_type`` and ``work`` are required; ``duration`` (empty = unknown), ``user``,
+``priority_weight`` (default 1) and ``name`` may be absent or empty. The writers always write
+every column, and floats are written exactly (shortest repr), so write-then-read gives the same
+jobs back.
+
+Parquet has no lines: errors name the row as the line it would have in the equivalent CSV
+(header = line 1, first row = line 2), so the same bad value is reported at the same place in
+both formats.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobSpec
+from tesserae.traces._fields import (
+    Cell,
+    JobRows,
+    cell,
+    check_file,
+    csv_rows,
+    gpus,
+    header_index,
+    integer,
+    is_missing,
+    no_jobs,
+    number,
+    open_text,
+    text,
+)
+
+COLUMNS = ("job_id", "submit_time", "num_gpus", "job_type", "work", "duration", "user",
+           "priority_weight", "name")
+REQUIRED = COLUMNS[:5]
+OPTIONAL = COLUMNS[5:]
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def _add_row(rows: JobRows, values: dict[str, Cell], p: Path, line: int) -> None:
+    """Validate one record (CSV cells are text, Parquet values are typed) and append it."""
+    job_id = integer(values["job_id"], p, line, "job_id")
+    submit = number(values["submit_time"], p, line, "submit_time")
+    g = gpus(values["num_gpus"], p, line, "num_gpus")
+    job_type = text(values["job_type"], p, line, "job_type")
+    work = number(values["work"], p, line, "work", positive=True)
+    d = values.get("duration")
+    duration = None if is_missing(d) else number(d, p, line, "duration", positive=True)
+    w = values.get("priority_weight")
+    weight = 1.0 if is_missing(w) else number(w, p, line, "priority_weight", positive=True)
+    user = "" if is_missing(values.get("user")) else str(values["user"])
+    name = "" if is_missing(values.get("name")) else str(values["name"])
+    rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight)
+
+
+def read_canonical_csv(path: str | Path) -> list[JobSpec]:
+    """Jobs of a canonical CSV trace."""
+    p = check_file(path)
+    rows = JobRows()
+    last_line = 1
+    with open_text(p) as f:
+        records = csv_rows(f, p)
+        first = next(records, None)
+        if first is None:
+            raise no_jobs(p, 1, "job_id")
+        col = header_index(first[1], REQUIRED, OPTIONAL, p)
+        for line, row in records:
+            last_line = line
+            values: dict[str, Cell] = {}
+            for name, i in col.items():
+                values[name] = cell(row, i, p, line, name) if name in REQUIRED else (
+                    row[i] if i < len(row) else None)
+            _add_row(rows, values, p, line)
+    if not rows:
+        raise no_jobs(p, last_line + 1, "job_id")
+    rows.check_unique_ids(p)
+    return rows.finish()
+
+
+def read_canonical_parquet(path: str | Path, batch_size: int = 65_536) -> list[JobSpec]:
+    """Jobs of a canonical Parquet trace, read batch by batch."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    p = check_file(path)
+    try:
+        pf = pq.ParquetFile(p)
+    except (pa.ArrowException, OSError) as e:
+        raise InputError(f"not a readable Parquet file: {e}", path=str(p)) from e
+    present = {n.lower(): n for n in pf.schema_arrow.names}
+    for col in REQUIRED:
+        if col not in present:
+            raise InputError(f"missing column '{col}' (table has: {', '.join(pf.schema_arrow.names)})",
+                             path=str(p), line=1, field=col)
+    wanted = [c for c in COLUMNS if c in present]
+    rows = JobRows()
+    line = 1
+    try:
+        for batch in pf.iter_batches(batch_size=batch_size, columns=[present[c] for c in wanted]):
+            data = batch.to_pydict()
+            columns = [data[present[c]] for c in wanted]
+            for record in zip(*columns, strict=True):
+                line += 1
+                _add_row(rows, dict(zip(wanted, record, strict=True)), p, line)
+    except pa.ArrowException as e:
+        raise InputError(f"cannot read Parquet data: {e}", path=str(p), line=line + 1) from e
+    if not rows:
+        raise no_jobs(p, 2, "job_id")
+    rows.check_unique_ids(p)
+    return rows.finish()
+
+
+def read_canonical(path: str | Path) -> list[JobSpec]:
+    """Canonical trace; Parquet when the suffix is .parquet or .pq, CSV otherwise."""
+    if Path(path).suffix.lower() in PARQUET_SUFFIXES:
+        return read_canonical_parquet(path)
+    return read_canonical_csv(path)
+
+
+def _records(jobs: Iterable[JobSpec]) -> Iterator[tuple[Any, ...]]:
+    for j in jobs:
+        yield (j.job_id, j.submit_time, j.num_gpus, j.job_type, j.work, j.duration, j.user,
+               j.priority_weight, j.name)
+
+
+def write_canonical_csv(jobs: Iterable[JobSpec], path: str | Path) -> Path:
+    """Write every column; an unknown duration is an empty cell."""
+    p = Path(path)
+    with open(p, "w", encoding="utf-8", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(COLUMNS)
+        for rec in _records(jobs):
+            w.writerow(["" if v is None else v for v in rec])
+    return p
+
+
+def write_canonical_parquet(jobs: Sequence[JobSpec] | Iterable[JobSpec], path: str | Path) -> Path:
+    """Write every column with fixed types (duration nullable)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    schema = pa.schema([
+        ("job_id", pa.int64()), ("submit_time", pa.float64()), ("num_gpus", pa.int64()),
+        ("job_type", pa.string()), ("work", pa.float64()), ("duration", pa.float64()),
+        ("user", pa.string()), ("priority_weight", pa.float64()), ("name", pa.string()),
+    ])
+    columns: list[list[Any]] = [[] for _ in COLUMNS]
+    for rec in _records(jobs):
+        for col, v in zip(columns, rec, strict=True):
+            col.append(v)
+    table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
+                                 schema=schema)
+    p = Path(path)
+    pq.write_table(table, p)
+    return p
+
+
+def write_canonical(jobs: Iterable[JobSpec], path: str | Path) -> Path:
+    """Canonical trace; Parquet when the suffix is .parquet or .pq, CSV otherwise."""
+    if Path(path).suffix.lower() in PARQUET_SUFFIXES:
+        return write_canonical_parquet(jobs, path)
+    return write_canonical_csv(jobs, path)

@@ -1,0 +1,110 @@
+"""The embedded default workload: a synthetic trace with the distributions of the literature.
+
+Arrivals are Poisson; the rate is set so that the *offered load* (GPU-seconds demanded per second
+of arrivals, over the cluster's GPUs) is ``load`` in expectation:
+``lambda = load * cluster.num_gpus / E[num_gpus * duration]``, with ``E[num_gpus * duration] =
+E[num_gpus] * E[duration]`` (drawn independently) computed in closed form, not from the sample.
+GPU counts follow Gavel's (1/2/4/8 GPUs with p 0.7/0.1/0.15/0.05) or Blox's (0.6/0.3/0.09/0.01)
+mix, capped at the cluster's GPU count so that every job can run. Durations are Philly-like
+(Gavel, Blox): 60 * 10^U(1.5, 3) s with probability 0.8, else 60 * 10^U(3, 4) s. Job types are
+uniform over the model's job types (sorted), and work = duration x the model's reference rate.
+
+Everything is drawn from ``numpy.random.default_rng(seed)`` in a fixed order (gaps, GPU counts,
+long/short choice, exponents, types), so one seed gives one workload.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobSpec
+from tesserae.core.throughput import ThroughputModel
+from tesserae.traces._fields import RateCache, model_types
+
+GPU_MIXES: dict[str, dict[int, float]] = {
+    "gavel": {1: 0.7, 2: 0.1, 4: 0.15, 8: 0.05},
+    "blox": {1: 0.6, 2: 0.3, 4: 0.09, 8: 0.01},
+}
+
+# Philly-like durations: (probability, low exponent, high exponent) of 60 * 10^U(low, high) seconds.
+DURATION_MODELS: dict[str, tuple[tuple[float, float, float], ...]] = {
+    "philly": ((0.8, 1.5, 3.0), (0.2, 3.0, 4.0)),
+}
+DURATION_SCALE = 60.0
+
+
+def gpu_mix_distribution(mix: str | Mapping[int, float], cluster_gpus: int) -> tuple[np.ndarray, np.ndarray]:
+    """(GPU counts capped at the cluster size, probabilities) of a named or explicit mix."""
+    if isinstance(mix, str):
+        if mix not in GPU_MIXES:
+            raise InputError(f"unknown GPU mix '{mix}'; valid: {', '.join(GPU_MIXES)}", field="gpu_mix")
+        mix = GPU_MIXES[mix]
+    counts = np.array(list(mix.keys()), dtype=np.int64)
+    probs = np.array(list(mix.values()), dtype=np.float64)
+    if len(counts) == 0 or (counts < 1).any() or not np.isfinite(probs).all() or (probs < 0).any() \
+            or not math.isclose(probs.sum(), 1.0, abs_tol=1e-9):
+        raise InputError("a GPU mix maps GPU counts >= 1 to probabilities summing to 1", field="gpu_mix")
+    return np.minimum(counts, cluster_gpus), probs / probs.sum()
+
+
+def expected_duration(duration: str = "philly") -> float:
+    """Mean of the duration model, from E[10^U(a, b)] = (10^b - 10^a) / ((b - a) ln 10)."""
+    parts = _duration_model(duration)
+    return DURATION_SCALE * sum(p * (10**b - 10**a) / ((b - a) * math.log(10)) for p, a, b in parts)
+
+
+def _duration_model(name: str) -> tuple[tuple[float, float, float], ...]:
+    if name not in DURATION_MODELS:
+        raise InputError(f"unknown duration model '{name}'; valid: {', '.join(DURATION_MODELS)}",
+                         field="duration")
+    return DURATION_MODELS[name]
+
+
+def arrival_rate(load: float, cluster: Cluster, mix: str | Mapping[int, float] = "gavel",
+                 duration: str = "philly") -> float:
+    """Jobs per second that offer ``load`` to ``cluster`` in expectation."""
+    counts, probs = gpu_mix_distribution(mix, cluster.num_gpus)
+    mean_gpu_seconds = float(counts @ probs) * expected_duration(duration)
+    return load * cluster.num_gpus / mean_gpu_seconds
+
+
+def generate_workload(num_jobs: int, load: float, cluster: Cluster, model: ThroughputModel, seed: int,
+                      gpu_mix: str | Mapping[int, float] = "gavel",
+                      duration: str = "philly") -> list[JobSpec]:
+    """``num_jobs`` synthetic jobs (ids 0..n-1, first arrival at 0) offering ``load`` to ``cluster``."""
+    if isinstance(num_jobs, bool) or not isinstance(num_jobs, int | np.integer) or num_jobs < 0:
+        raise InputError(f"number of jobs must be a non-negative integer, got {num_jobs!r}", field="jobs")
+    if not (isinstance(load, int | float) and math.isfinite(load) and load > 0):
+        raise InputError(f"load must be a positive number, got {load!r}", field="load")
+    counts, probs = gpu_mix_distribution(gpu_mix, cluster.num_gpus)
+    parts = _duration_model(duration)
+    types = model_types(model)
+    n = int(num_jobs)
+    if n == 0:
+        return []
+    lam = arrival_rate(load, cluster, gpu_mix, duration)
+
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1.0 / lam, size=n - 1)
+    submit = np.concatenate(([0.0], np.cumsum(gaps)))
+    num_gpus = rng.choice(counts, size=n, p=probs)
+    part_p = np.array([p for p, _, _ in parts])
+    part = rng.choice(len(parts), size=n, p=part_p / part_p.sum())
+    lo = np.array([a for _, a, _ in parts])[part]
+    hi = np.array([b for _, _, b in parts])[part]
+    durations = DURATION_SCALE * 10.0 ** rng.uniform(lo, hi)
+    type_idx = rng.integers(len(types), size=n)
+
+    rate = RateCache(model)
+    return [
+        JobSpec(job_id=i, submit_time=s, num_gpus=g, job_type=types[t], work=d * rate(types[t], g),
+                duration=d, name=str(i))
+        for i, (s, g, d, t) in enumerate(zip(submit.tolist(), num_gpus.tolist(), durations.tolist(),
+                                             type_idx.tolist(), strict=True))
+    ]
+
