@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from helpers import job
 
+from helpers import job
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.metrics import job_records
@@ -36,7 +36,7 @@ def test_fifo_no_backfill_blocks_behind_head() -> None:
 
 def test_restart_overhead_delays_completion() -> None:
     run = RunSpec(policy="fifo", round_seconds=10, restart_overhead=30)
-    result, summary = simulate([job(0, 0, 1, 100)], parse_cluster_spec("1x4"), DefaultModel(), run)
+    _, summary = simulate([job(0, 0, 1, 100)], parse_cluster_spec("1x4"), DefaultModel(), run)
     assert summary["avg_jct"] == pytest.approx(130.0)
     assert summary["avg_queueing_delay"] == pytest.approx(0.0)
 

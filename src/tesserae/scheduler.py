@@ -47,9 +47,8 @@ class Scheduler:
             free = placer.free
             if suffix_min[i] > free:
                 break
-            if gangs[i] > free or not placer.try_admit(row):
-                if no_backfill:
-                    break
+            if (gangs[i] > free or not placer.try_admit(row)) and no_backfill:
+                break
         assignments = placer.finish()
         return Plan.diff(now, dict(previous), assignments)
 
