@@ -28,7 +28,7 @@ def test_simulate_tiresias_trace(tmp_path: Path, shared_data: Path) -> None:
                  "--cluster", "15x4", "--policy", "las", "--placement", "first-fit", "--out", str(out), "-q")
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "summary.json").read_text())
-    assert SUMMARY_KEYS <= summary.keys()
+    assert summary.keys() >= SUMMARY_KEYS
     assert summary["jobs"] == 60 and summary["completed"] == 60 and summary["cluster_gpus"] == 60
     assert summary["profile_kind"] == "model (not a measurement)"
     with (out / "jobs.csv").open() as f:

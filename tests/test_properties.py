@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-from helpers import job
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from helpers import job
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment, Plan

@@ -153,7 +153,8 @@ def simulate(
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
     from tesserae.sim.report import write_run
-    from tesserae.sim.runner import RunSpec, simulate as run_sim
+    from tesserae.sim.runner import RunSpec
+    from tesserae.sim.runner import simulate as run_sim
     from tesserae.sim.workload import WorkloadSpec, build_workload
 
     run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds,
@@ -193,7 +194,8 @@ def compare(
     """Run several configurations on the same workload and cluster; ratios are to the first run."""
     from tesserae.sim.plots import plot_jct_cdf, plot_timeline
     from tesserae.sim.report import write_run
-    from tesserae.sim.runner import RunSpec, parse_run_label, simulate as run_sim
+    from tesserae.sim.runner import RunSpec, parse_run_label
+    from tesserae.sim.runner import simulate as run_sim
     from tesserae.sim.workload import WorkloadSpec, build_workload
 
     base = RunSpec(placement=placement, round_seconds=round_seconds, restart_overhead=restart_overhead,

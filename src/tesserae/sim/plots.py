@@ -7,11 +7,11 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from tesserae.core.jobs import JobStatus  # noqa: E402
-from tesserae.sim.engine import SimResult  # noqa: E402
+from tesserae.core.jobs import JobStatus
+from tesserae.sim.engine import SimResult
 
 
 def plot_jct_cdf(results: dict[str, SimResult], path: Path, title: str = "JCT CDF") -> None:
