@@ -68,7 +68,8 @@ def test_invariants_hold_and_every_job_finishes(raw, policy, placement, cluster_
     assert (t.first_start[done] >= t.submit[done]).all()
     # Service accounting: attained GPU-seconds = GPUs x executed seconds, at least the work done.
     np.testing.assert_allclose(t.attained, t.num_gpus * t.executed)
-    assert res.busy_gpu_seconds <= cluster.num_gpus * (np.nanmax(t.finish) - t.submit.min()) + 1e-6
+    if fits.any():
+        assert res.busy_gpu_seconds <= cluster.num_gpus * (np.nanmax(t.finish) - t.submit.min()) + 1e-6
 
 
 @settings(max_examples=15, deadline=None)

@@ -43,6 +43,14 @@ class GpuPool:
         self.total_free -= idx.size
         return tuple(int(g) for g in np.sort(idx))
 
+    def release(self, gpus: np.ndarray | tuple[int, ...] | list[int]) -> None:
+        idx = np.asarray(gpus, dtype=np.int64)
+        assert not self.free[idx].any(), "released a GPU that is already free"
+        self.free[idx] = True
+        np.add.at(self.node_free, self.cluster.gpu_node[idx], 1)
+        np.add.at(self.free_by_type, self.cluster.gpu_type[idx], 1)
+        self.total_free += idx.size
+
     def free_on_node(self, node: int, k: int, mask: np.ndarray | None = None) -> np.ndarray:
         """The lowest ``k`` free GPU ids of a node (optionally also allowed by ``mask``)."""
         lo = int(self.cluster.node_first_gpu[node])

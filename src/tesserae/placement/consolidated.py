@@ -2,8 +2,9 @@
 
 A job that fits on one node gets the fullest node that still holds it; a larger job gets whole
 free nodes plus one best-fit node for the rest. If no such layout exists the job waits. A job
-that ran last round keeps exactly its GPUs, or is preempted when a higher-priority job took
-them; new jobs avoid the GPUs of running jobs whenever another layout exists.
+that ran last round keeps exactly its GPUs; it is preempted only when a higher-priority job
+could be laid out in no other way than over those GPUs (new jobs use unheld GPUs first).
+Continuing jobs cost O(1) each: their GPUs are held for them in bulk when the round begins.
 """
 
 from __future__ import annotations
@@ -51,7 +52,12 @@ def consolidated_layout(nodes: np.ndarray, avail: np.ndarray, cap: np.ndarray, k
 
 
 class ConsolidatedPlacer(RoundPlacer):
-    """Best-fit consolidation that protects running jobs' GPUs (see module docstring)."""
+    """Best-fit consolidation that holds running jobs' GPUs for them (see module docstring).
+
+    ``pool`` holds the GPUs nobody claims; GPUs of continuing jobs not yet admitted are *held*
+    (``owner`` >= 0, counted per node in ``node_reserved_free``) and can be taken only by evicting
+    their owner.
+    """
 
     #: Whether a running job may be moved when its GPUs were taken (False = preempt instead).
     move_running = False
@@ -60,37 +66,70 @@ class ConsolidatedPlacer(RoundPlacer):
                  model: ThroughputModel) -> None:
         super().__init__(cluster, table, previous, model)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
-        self.reserved = np.zeros(cluster.num_gpus, dtype=bool)
-        for a in previous.values():
-            self.reserved[list(a.gpus)] = True
-        self.node_reserved_free = np.bincount(cluster.gpu_node[self.reserved], minlength=cluster.num_nodes)
+        self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
+        self.node_reserved_free = np.zeros(cluster.num_nodes, dtype=np.int64)
+        self.held_total = 0
+        self.evicted: set[int] = set()
+        if previous:
+            rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
+            sizes = np.fromiter((len(a.gpus) for a in previous.values()), dtype=np.int64, count=len(previous))
+            gpus = np.fromiter((g for a in previous.values() for g in a.gpus), dtype=np.int64, count=int(sizes.sum()))
+            self.owner[gpus] = np.repeat(rows, sizes)
+            self.pool.take(gpus)
+            self.node_reserved_free = np.bincount(cluster.gpu_node[gpus], minlength=cluster.num_nodes)
+            self.held_total = int(gpus.size)
+        self._gpu_node = cluster.gpu_node
 
-    def _take(self, row: int, layout: list[tuple[int, int]], mask: np.ndarray | None) -> None:
-        gpus = self.pool.take_nodes(layout, mask)
-        idx = np.asarray(gpus, dtype=np.int64)
-        hit = idx[self.reserved[idx]]
-        if hit.size:
-            np.subtract.at(self.node_reserved_free, self.cluster.gpu_node[hit], 1)
-            self.reserved[hit] = False
-        self.assigned[row] = Assignment(row, gpus)
+    @property
+    def free(self) -> int:
+        return self.pool.total_free + self.held_total
+
+    def _unhold(self, row: int) -> tuple[int, ...]:
+        gpus = self.previous[row].gpus
+        for g in gpus:
+            self.node_reserved_free[self._gpu_node[g]] -= 1
+        self.held_total -= len(gpus)
+        return gpus
+
+    def _evict(self, row: int) -> None:
+        gpus = self._unhold(row)
+        self.owner[list(gpus)] = -1
+        self.pool.release(gpus)
+        self.evicted.add(row)
+
+    def _take(self, row: int, layout: list[tuple[int, int]], mask: np.ndarray | None = None) -> None:
+        """Take ``layout`` (unheld GPUs first, evicting holders only for the rest)."""
+        for node, k in layout:
+            short = k - int(self.pool.node_free[node])
+            if short > 0:
+                lo = int(self.cluster.node_first_gpu[node])
+                owners = self.owner[lo: lo + int(self.cluster.node_num_gpus[node])]
+                # Owners already admitted this round keep their GPUs; only waiting holders are evicted.
+                victims = sorted({int(o) for o in owners[owners >= 0]} - self.assigned.keys() - self.evicted,
+                                 reverse=True)
+                for v in victims:
+                    if short <= 0:
+                        break
+                    held_here = int((owners == v).sum())
+                    self._evict(v)
+                    short -= held_here
+        self.assigned[row] = Assignment(row, self.pool.take_nodes(layout, mask))
 
     def _keep_previous(self, row: int) -> bool | None:
-        prev = self.previous.get(row)
-        if prev is None:
+        """True: kept its GPUs; False: preempted; None: not a continuing job (or may move)."""
+        if row not in self.previous:
             return None
-        if self.pool.all_free(prev.gpus):
-            self.pool.take(prev.gpus)
-            idx = np.asarray(prev.gpus, dtype=np.int64)
-            np.subtract.at(self.node_reserved_free, self.cluster.gpu_node[idx], 1)
-            self.reserved[idx] = False
-            self.assigned[row] = Assignment(row, prev.gpus)
-            return True
-        return None if self.move_running else False
+        if row in self.evicted:
+            return None if self.move_running else False
+        self._unhold(row)
+        prev = self.previous[row]
+        self.assigned[row] = prev if prev.partner is None else Assignment(row, prev.gpus)
+        return True
 
     def layout_for(self, row: int, counts: np.ndarray) -> list[tuple[int, int]] | None:
         k = int(self.table.num_gpus[row])
         for t, nodes in enumerate(self.type_nodes):
-            if self.pool.free_by_type[t] < k:
+            if self.pool.free_by_type[t] + self.held_total < k:
                 continue
             layout = consolidated_layout(nodes, counts[nodes], self.cluster.node_num_gpus[nodes], k)
             if layout is not None:
@@ -101,15 +140,12 @@ class ConsolidatedPlacer(RoundPlacer):
         kept = self._keep_previous(row)
         if kept is not None:
             return kept
-        unreserved = self.pool.node_free - self.node_reserved_free
-        layout = self.layout_for(row, unreserved)
-        if layout is not None:
-            self._take(row, layout, ~self.reserved)
-            return True
         layout = self.layout_for(row, self.pool.node_free)
         if layout is None:
-            return False
-        self._take(row, layout, None)
+            layout = self.layout_for(row, self.pool.node_free + self.node_reserved_free)
+            if layout is None:
+                return False
+        self._take(row, layout)
         return True
 
 

@@ -69,6 +69,7 @@ class Simulator:
         self.active: dict[int, None] = {}  # insertion-ordered set of QUEUED or RUNNING rows
         self.run_rows = np.empty(0, dtype=np.int64)
         self.in_use = 0
+        self.shared_gpus = 0
         self.busy_gpu_seconds = 0.0
         self.events = 0
         self.decision_seconds: list[float] = []
@@ -168,18 +169,21 @@ class Simulator:
         for r in plan.migrated:
             t.migrations[r] += 1
             t.overhead_left[r] = self.overhead[r]
+        shared = 0
         for r, a in plan.assignments.items():
-            if previous.get(r) != a:
+            p = previous.get(r)
+            if p is not a and p != a:
                 t.rate[r] = self._rate(a)
+            if a.partner is not None and r < a.partner:
+                shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
         self.assignments = dict(plan.assignments)
+        self.shared_gpus = shared
         self._refresh_running()
 
     def _refresh_running(self) -> None:
+        """Running rows and GPUs in use; a pair shares the smaller job's GPUs (a subset of the larger's)."""
         self.run_rows = np.fromiter(self.assignments, dtype=np.int64, count=len(self.assignments))
-        if self.assignments:
-            self.in_use = int(np.unique(np.concatenate([a.gpus for a in self.assignments.values()])).size)
-        else:
-            self.in_use = 0
+        self.in_use = int(self.table.num_gpus[self.run_rows].sum()) - self.shared_gpus
 
     def _rate(self, a: Assignment) -> float:
         t, c = self.table, self.cluster
@@ -246,11 +250,13 @@ class Simulator:
             del self.active[r]
             self.scheduler.policy.on_finish(t, r, now)
         done = set(rows.tolist())
-        for r, a in list(self.assignments.items()):
-            if a.partner in done:
-                alone = Assignment(r, a.gpus, None, a.strategy)
-                self.assignments[r] = alone
-                t.rate[r] = self._rate(alone)
+        if self.shared_gpus:
+            for r, a in list(self.assignments.items()):
+                if a.partner in done:
+                    alone = Assignment(r, a.gpus, None, a.strategy)
+                    self.assignments[r] = alone
+                    t.rate[r] = self._rate(alone)
+                    self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
         self.events += len(done)
         self._refresh_running()
 

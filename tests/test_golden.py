@@ -1,0 +1,38 @@
+"""Pinned results on a fixed workload: optimizations of the engine and the placements must not
+change what a simulation computes (the same seed gives the same summary, before and after).
+
+The values were recorded from the first, unoptimized implementation of the simulator. If a change
+of *semantics* (not speed) moves them, say so in the commit and re-record them deliberately.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tesserae.core.cluster import parse_cluster_spec
+from tesserae.profiles.default_model import DefaultModel
+from tesserae.sim.runner import RunSpec, simulate
+from tesserae.traces import generate_workload
+
+GOLDEN = {
+    ("fifo:consolidated", False): (210985.3497952066, 1853338.152498594, 39, 0),
+    ("fifo:consolidated", True): (637246.4997952066, 2570308.1524985936, 0, 0),
+    ("fifo:first-fit", False): (254573.7054639367, 1984588.1524985936, 54, 356),
+    ("las:first-fit", False): (136961.06897074752, 1752778.1524985936, 10773, 4719),
+    ("las:consolidated", False): (121522.04979520665, 1657348.1524985936, 7247, 0),
+    ("srtf:consolidated", False): (82535.24979520668, 1683178.152498594, 285, 0),
+}
+
+
+@pytest.mark.parametrize(("label", "no_backfill"), list(GOLDEN))
+def test_fixed_workload_results_are_pinned(label: str, no_backfill: bool) -> None:
+    cluster = parse_cluster_spec("4x4")
+    model = DefaultModel()
+    specs = generate_workload(200, 1.3, cluster, model, seed=11)
+    policy, placement = label.split(":")
+    _, s = simulate(specs, cluster, model, RunSpec(policy=policy, placement=placement, no_backfill=no_backfill))
+    avg_jct, makespan, preemptions, migrations = GOLDEN[(label, no_backfill)]
+    assert s["completed"] == 200
+    assert s["avg_jct"] == pytest.approx(avg_jct, rel=1e-9)
+    assert s["makespan"] == pytest.approx(makespan, rel=1e-9)
+    assert (s["preemptions"], s["migrations"]) == (preemptions, migrations)
