@@ -13,8 +13,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/tesserae compare --run fifo:consolidated --run las:consolidated --run srtf:consolidated \
-		--jobs 400 --load 0.9 --cluster 16x4 --seed 1 --out out/demo
+	$(BIN)/tesserae compare --run "fifo(no-backfill)" --run fifo --run las --run srtf \
+		--jobs 400 --load 1.5 --cluster 16x4 --seed 1 --out out/demo
 
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

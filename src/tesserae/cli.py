@@ -25,7 +25,8 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_
                   help="Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime).")
 trace_app = typer.Typer(no_args_is_help=True, help="Read, convert and describe traces.")
 app.add_typer(trace_app, name="trace")
-console = Console()
+# Wide tables when output is piped (Rich would fall back to 80 columns and wrap every cell).
+console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
 
 # ----------------------------------------------------------------------------- shared options
@@ -97,7 +98,7 @@ def _progress(quiet: bool, label: str) -> tuple[Progress | None, Any]:
 
 
 def _summary_table(title: str, summaries: list[dict[str, Any]]) -> Table:
-    rows = [("jobs (completed / rejected / unfinished)", None), ("avg JCT (h)", "avg_jct"),
+    rows = [("jobs done / rejected / unfinished", None), ("avg JCT (h)", "avg_jct"),
             ("median JCT (h)", "median_jct"), ("p95 JCT (h)", "p95_jct"), ("p99 JCT (h)", "p99_jct"),
             ("makespan (h)", "makespan"), ("avg queueing (h)", "avg_queueing_delay"),
             ("utilization", "utilization"), ("preemptions", "preemptions"), ("migrations", "migrations"),

@@ -1,0 +1,54 @@
+"""Shared by the benchmarks: machine description and writing one section of BENCHMARKS.md.
+
+Each benchmark owns one section between markers, so benchmarks can be re-run independently
+without clobbering each other's tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
+SHARED_DATA = ROOT.parent / "shared" / "data"
+HEADER = """# Benchmarks
+
+Every figure here was measured by the script named in its section, on the machine and date given
+there. These machines are shared and noisy: compare ratios within one run, not absolute times
+across runs.
+"""
+
+
+def machine() -> str:
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        mem = f", {kb / 1024 / 1024:.0f} GiB RAM"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{os.cpu_count()} cores ({cpu}){mem}, Python {platform.python_version()}, {platform.system()}"
+
+
+def today() -> str:
+    return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def update_section(name: str, body: str) -> None:
+    """Replace (or append) the section ``name`` of BENCHMARKS.md."""
+    text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else HEADER
+    block = f"<!-- BEGIN {name} -->\n{body.rstrip()}\n<!-- END {name} -->"
+    pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->", re.S)
+    text = pattern.sub(lambda _: block, text) if pattern.search(text) else text.rstrip() + "\n\n" + block + "\n"
+    BENCHMARKS_MD.write_text(text)
