@@ -80,7 +80,8 @@ class Simulator:
                                 for ti in range(len(cluster.gpu_types))}
 
     # ----------------------------------------------------------------------------- main loop
-    def run(self, progress: ProgressCallback | None = None) -> SimResult:
+    def run(self, progress: ProgressCallback | None = None, until: float | None = None) -> SimResult:
+        """Simulate until every job is done (or cannot run), or until simulated time ``until``."""
         wall0 = time.perf_counter()
         t = self.table
         if t.n == 0:
@@ -90,7 +91,7 @@ class Simulator:
         R = self.config.round_seconds
         done_count = 0
         total = int((t.status != JobStatus.REJECTED).sum())
-        while True:
+        while until is None or now < until:
             self._admit_arrivals(now)
             if not self.active:
                 nxt = self._peek_arrival()

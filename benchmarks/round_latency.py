@@ -1,0 +1,208 @@
+"""Decision latency of one whole scheduling round (order, allocate, pack, place) at scale.
+
+For each cluster size (8 GPUs a node) the cluster starts with about 1.2 active jobs per GPU
+(Philly-like GPU-count mix 1/2/4/8 = 0.7/0.1/0.15/0.05, job types of the built-in model) and
+evolves in the simulator for ``--rounds`` rounds: jobs finish, new ones arrive at the rate that
+keeps the load steady, attained service grows, so the migration matching has real work. The
+first rounds (cold start: nothing placed yet) are excluded. Each configuration and size runs in
+its own process; a configuration whose round exceeds 60 s is not tried at larger sizes.
+
+    .venv/bin/python benchmarks/round_latency.py                 # all sizes, writes BENCHMARKS.md
+    .venv/bin/python benchmarks/round_latency.py --gpus 16384 --jobs 20000 --rounds 20 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _report import ROOT, machine, today, update_section
+
+SIZES = [256, 1024, 4096, 16384]
+CONFIGS = [
+    "fifo:consolidated",
+    "las:first-fit",
+    "tiresias-las:tiresias",
+    "tiresias-gittins:tiresias",
+    "tiresias-las:tesserae",
+    "tiresias-las:tesserae+packing",
+    "gavel-maxmin:gavel",
+    "gavel-maxmin:gavel+packing",
+]
+WARMUP_ROUNDS = 3
+ROUND_LIMIT_S = 60.0
+
+
+class Abort(Exception):
+    pass
+
+
+def build_state(gpus: int, jobs: int, rounds: int, seed: int) -> tuple[object, list]:
+    from tesserae.core.cluster import parse_cluster_spec
+    from tesserae.core.jobs import JobSpec
+    from tesserae.profiles.default_model import DefaultModel
+
+    cluster = parse_cluster_spec(f"{gpus // 8}x8")
+    model = DefaultModel()
+    rng = np.random.default_rng(seed)
+    types = model.job_types()
+    mix_g, mix_p = np.array([1, 2, 4, 8]), np.array([0.7, 0.1, 0.15, 0.05])
+    # Durations 5 min .. ~2.6 h (log-uniform) so that jobs finish every round.
+    mean_d = 300 * (10 ** 1.5 - 1) / (1.5 * np.log(10))
+    rate = gpus / (float((mix_g * mix_p).sum()) * mean_d)  # arrivals/s for a steady offered load of 1
+    horizon = (rounds + WARMUP_ROUNDS + 1) * 300.0
+    n_arrivals = int(rate * horizon)
+    submit = np.concatenate([np.zeros(jobs), np.sort(rng.uniform(1.0, horizon, n_arrivals))])
+    n = submit.size
+    g = rng.choice(mix_g, size=n, p=mix_p)
+    d = 300 * 10 ** rng.uniform(0, 1.5, size=n)
+    ty = rng.integers(len(types), size=n)
+    specs = [JobSpec(i, float(submit[i]), int(g[i]), types[int(ty[i])], float(d[i]), float(d[i])) for i in range(n)]
+    return cluster, specs
+
+
+def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: float) -> dict:
+    from tesserae.profiles.default_model import DefaultModel
+    from tesserae.scheduler import Scheduler
+    from tesserae.sim.engine import SimConfig, Simulator
+    from tesserae.sim.runner import RunSpec, build_scheduler, parse_run_label
+
+    cluster, specs = build_state(gpus, jobs, rounds, seed)
+    run = parse_run_label(label, RunSpec())
+    inner = build_scheduler(cluster, DefaultModel(), run)
+    times: list[float] = []
+    active_counts: list[int] = []
+    started = time.perf_counter()
+
+    class Timed(Scheduler):
+        def decide(self, now, table, active, previous):  # type: ignore[no-untyped-def]
+            t0 = time.perf_counter()
+            plan = super().decide(now, table, active, previous)
+            dt = time.perf_counter() - t0
+            times.append(dt)
+            active_counts.append(int(active.size))
+            if dt > ROUND_LIMIT_S or (time.perf_counter() - started > budget_s and len(times) > WARMUP_ROUNDS + 2):
+                raise Abort
+            return plan
+
+    sched = Timed(cluster, inner.policy, inner.placement, inner.model, inner.config)
+    sim = Simulator(specs, cluster, sched, SimConfig(round_seconds=300.0, restart_overhead=30.0))
+    aborted = False
+    try:
+        sim.run(until=(rounds + WARMUP_ROUNDS) * 300.0)
+    except Abort:
+        aborted = True
+    measured = np.array(times[WARMUP_ROUNDS:] if len(times) > WARMUP_ROUNDS + 1 else times)
+    return {"gpus": gpus, "jobs": jobs, "policy": run.policy, "placement": run.placement, "packing": run.packing,
+            "rounds": int(measured.size), "median_s": float(np.median(measured)),
+            "p95_s": float(np.percentile(measured, 95)), "max_s": float(measured.max()),
+            "cold_start_s": times[0], "active_jobs_median": int(np.median(active_counts)),
+            "over_limit": bool(max(times) > ROUND_LIMIT_S), "cut_short": aborted}
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    labels = sorted({(r["policy"], r["placement"], r["packing"]) for r in rows}, key=str)
+    for key in labels:
+        pts = sorted((r["gpus"], r["median_s"]) for r in rows if (r["policy"], r["placement"], r["packing"]) == key)
+        xs, ys = zip(*pts, strict=True)
+        ax.plot(xs, ys, marker="o", label=f"{key[0]}:{key[1]}{'+packing' if key[2] else ''}")
+    ax.axhline(0.5, color="grey", linestyle=":", linewidth=0.8)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("cluster GPUs (8 per node; ~1.2 active jobs per GPU)")
+    ax.set_ylabel("median decision time (s)")
+    ax.set_title("One scheduling decision vs cluster size")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--gpus", type=int, action="append", help="cluster size(s); default 256,1024,4096,16384")
+    ap.add_argument("--jobs", type=int, help="active jobs at start (default 1.2 x GPUs)")
+    ap.add_argument("--rounds", type=int, default=20, help="measured rounds (after warm-up)")
+    ap.add_argument("--configs", default=",".join(CONFIGS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=240.0, help="seconds per configuration and size")
+    ap.add_argument("--json", action="store_true", help="print one JSON object per configuration and size")
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    sizes = args.gpus or SIZES
+    if args.child:
+        g = sizes[0]
+        print(json.dumps(measure(args.child, g, args.jobs or int(1.2 * g), args.rounds, args.seed, args.budget)))
+        return
+    rows: list[dict] = []
+    for label in args.configs.split(","):
+        for g in sizes:
+            jobs = args.jobs or int(1.2 * g)
+            cmd = [sys.executable, __file__, "--child", label, "--gpus", str(g), "--jobs", str(jobs),
+                   "--rounds", str(args.rounds), "--seed", str(args.seed), "--budget", str(args.budget)]
+            try:
+                out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.budget + 300)
+            except subprocess.TimeoutExpired:
+                row = {"gpus": g, "jobs": jobs, "label": label, "error": f"no result within {args.budget + 300:.0f} s"}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                break
+            if out.returncode != 0:
+                row = {"gpus": g, "jobs": jobs, "label": label,
+                       "error": (out.stderr.strip().splitlines() or ["failed"])[-1]}
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+                break
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(row)
+            print(json.dumps(row) if args.json else
+                  f"{label:32s} {g:6d} GPUs {jobs:6d} jobs  median {row['median_s']:.4f} s  "
+                  f"p95 {row['p95_s']:.4f} s  ({row['rounds']} rounds)", flush=True)
+            if row["over_limit"]:
+                break
+    if args.json or args.gpus:
+        return  # ad-hoc runs do not rewrite BENCHMARKS.md
+    ok = [r for r in rows if "error" not in r]
+    png = ROOT / "docs" / "benchmarks" / "round_latency.png"
+    png.parent.mkdir(parents=True, exist_ok=True)
+    plot(ok, png)
+    lines = [
+        "## Decision latency at scale (`benchmarks/round_latency.py`)",
+        "",
+        f"Command: `.venv/bin/python benchmarks/round_latency.py --rounds {args.rounds}`. Machine: {machine()}. "
+        f"Date: {today()}.",
+        f"Each row: median and p95 wall time of one whole decision over {args.rounds} evolving rounds after "
+        f"{WARMUP_ROUNDS} warm-up rounds (cold start shown apart); ~1.2 active jobs per GPU; 8 GPUs a node. "
+        "Plot: `docs/benchmarks/round_latency.png`.",
+        "",
+        "| configuration | GPUs | active jobs (median) | median (s) | p95 (s) | max (s) | cold start (s) | rounds |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['label']} | {r['gpus']} | {r['jobs']} | not measured: {r['error']} | | | | |")
+            continue
+        label = f"{r['policy']}:{r['placement']}{'+packing' if r['packing'] else ''}"
+        note = " (stopped: a round took over 60 s)" if r["over_limit"] else (" (cut short by budget)"
+                                                                             if r["cut_short"] else "")
+        lines.append(f"| {label} | {r['gpus']} | {r['active_jobs_median']} | {r['median_s']:.4f} | {r['p95_s']:.4f} "
+                     f"| {r['max_s']:.4f} | {r['cold_start_s']:.4f} | {r['rounds']}{note} |")
+    update_section("round_latency", "\n".join(lines))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()
