@@ -56,6 +56,11 @@ class Cluster:
     def gpus_by_type(self) -> dict[str, int]:
         return {t: int(self.node_num_gpus[self.node_type == i].sum()) for i, t in enumerate(self.gpu_types)}
 
+    @cached_property
+    def gpu_node_list(self) -> list[int]:
+        """``gpu_node`` as a Python list: faster than NumPy for a handful of scalar lookups."""
+        return self.gpu_node.tolist()
+
     @property
     def max_node_gpus(self) -> int:
         return int(self.node_num_gpus.max())

@@ -41,7 +41,7 @@ class GpuPool:
         np.subtract.at(self.node_free, nodes, 1)
         np.subtract.at(self.free_by_type, self.cluster.gpu_type[idx], 1)
         self.total_free -= idx.size
-        return tuple(int(g) for g in np.sort(idx))
+        return tuple(np.sort(idx).tolist())
 
     def release(self, gpus: np.ndarray | tuple[int, ...] | list[int]) -> None:
         idx = np.asarray(gpus, dtype=np.int64)

@@ -67,7 +67,6 @@ class ConsolidatedPlacer(RoundPlacer):
         super().__init__(cluster, table, previous, model)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
         self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
-        self.node_reserved_free = np.zeros(cluster.num_nodes, dtype=np.int64)
         self.held_total = 0
         self.evicted: set[int] = set()
         if previous:
@@ -76,9 +75,11 @@ class ConsolidatedPlacer(RoundPlacer):
             gpus = np.fromiter((g for a in previous.values() for g in a.gpus), dtype=np.int64, count=int(sizes.sum()))
             self.owner[gpus] = np.repeat(rows, sizes)
             self.pool.take(gpus)
-            self.node_reserved_free = np.bincount(cluster.gpu_node[gpus], minlength=cluster.num_nodes)
             self.held_total = int(gpus.size)
-        self._gpu_node = cluster.gpu_node
+            self._node_held = np.bincount(cluster.gpu_node[gpus], minlength=cluster.num_nodes).tolist()
+        else:
+            self._node_held = [0] * cluster.num_nodes
+        self._gpu_node = cluster.gpu_node_list
 
     @property
     def free(self) -> int:
@@ -86,10 +87,16 @@ class ConsolidatedPlacer(RoundPlacer):
 
     def _unhold(self, row: int) -> tuple[int, ...]:
         gpus = self.previous[row].gpus
+        held, gpu_node = self._node_held, self._gpu_node
         for g in gpus:
-            self.node_reserved_free[self._gpu_node[g]] -= 1
+            held[gpu_node[g]] -= 1
         self.held_total -= len(gpus)
         return gpus
+
+    @property
+    def node_reserved_free(self) -> np.ndarray:
+        """GPUs per node held for continuing jobs not admitted yet."""
+        return np.array(self._node_held, dtype=np.int64)
 
     def _evict(self, row: int) -> None:
         gpus = self._unhold(row)
