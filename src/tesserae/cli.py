@@ -20,6 +20,7 @@ from rich.table import Table
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.throughput import ThroughputModel
+from tesserae.runtime.cli_commands import register as register_runtime_commands
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime).")
@@ -191,13 +192,23 @@ def compare(
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
     promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False,
+    seeds: Annotated[str | None, typer.Option("--seeds", help="Sweep: comma-separated seeds (overrides --seed).")]
+    = None,
+    loads: Annotated[str | None, typer.Option("--loads", help="Sweep: comma-separated loads of the generated "
+                                              "workload (overrides --load).")] = None,
+    ray: Annotated[str | None, typer.Option("--ray", help="Spread the sweep over a Ray cluster: its address, "
+                                            "or 'local' to start one here.")] = None,
 ) -> None:
-    """Run several configurations on the same workload and cluster; ratios are to the first run."""
+    """Run several configurations on the same workload and cluster; ratios are to the first run.
+
+    With --seeds/--loads it is a sweep (configurations x seeds x loads); ratios are then taken
+    against the first configuration at the same seed and load.
+    """
     from tesserae.sim.plots import plot_jct_cdf, plot_timeline
-    from tesserae.sim.report import write_run
+    from tesserae.sim.report import write_run_files
     from tesserae.sim.runner import RunSpec, parse_run_label
-    from tesserae.sim.runner import simulate as run_sim
-    from tesserae.sim.workload import WorkloadSpec, build_workload
+    from tesserae.sim.sweep import SweepPoint, run_sweep
+    from tesserae.sim.workload import WorkloadSpec
 
     base = RunSpec(placement=placement, round_seconds=round_seconds, restart_overhead=restart_overhead,
                    no_backfill=no_backfill, event_driven=event_driven, packing=packing,
@@ -205,36 +216,92 @@ def compare(
                    skew_threshold=skew_threshold)
     runs = [parse_run_label(label, base) for label in run]
     window = _parse_window(measure_jobs)
+    seed_list = [int(x) for x in _parse_list(seeds, "seeds", int)] if seeds else [seed]
+    if loads and trace is not None:
+        raise InputError("--loads applies to the generated workload, not to a trace", field="loads")
+    load_list: list[float | None] = ([float(x) for x in _parse_list(loads, "loads", float)] if loads
+                                     else [None if trace is not None else load])
+    if any(v is not None and v <= 0 for v in load_list):
+        raise InputError(f"loads must be positive: '{loads}'", field="loads")
     cl, model = _load_setup(cluster, profile)
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
-    specs = build_workload(wl, cl, model)
-    results, summaries = {}, []
-    for spec in runs:
-        prog, update = _progress(quiet, spec.label)
-        if prog:
-            with prog:
-                result, summary = run_sim(specs, cl, model, spec, seed=seed, window=window, progress=update)
-        else:
-            result, summary = run_sim(specs, cl, model, spec, seed=seed, window=window)
-        summary["workload"] = wl.describe()
-        write_run(out / _run_dir_name(spec.label), result, summary)
-        results[spec.label] = result
-        summaries.append(summary)
-    keys = ["label", "policy", "placement", "completed", "rejected", "unfinished", "avg_jct", "median_jct",
-            "p95_jct", "p99_jct", "makespan", "utilization", "avg_queueing_delay", "preemptions", "migrations",
-            "scheduler_seconds"]
+    points = [SweepPoint(r, s, ld) for ld in load_list for s in seed_list for r in runs]
+    sweep = len(seed_list) > 1 or len(load_list) > 1
+    prog = None if quiet else Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                       TimeElapsedColumn(), console=err)
+    if prog:
+        with prog:
+            task = prog.add_task(f"{len(points)} runs{' on Ray' if ray else ''}", total=len(points))
+            results = run_sweep(points, wl, cl, model, window=window, ray_address=ray,
+                                on_done=lambda _: prog.advance(task))
+    else:
+        results = run_sweep(points, wl, cl, model, window=window, ray_address=ray)
+
+    def point_dir(res: Any) -> Path:
+        d = out / _run_dir_name(res.point.run.label)
+        if sweep:
+            d = d / f"seed{res.point.seed}_load{res.point.load if res.point.load is not None else 'trace'}"
+        return d
+
+    firsts = {(r.point.seed, r.point.load): r.summary for r in results if r.point.run == runs[0]}
+    keys = ["label", "policy", "placement", "seed", "load", "completed", "rejected", "unfinished", "avg_jct",
+            "median_jct", "p95_jct", "p99_jct", "makespan", "utilization", "avg_queueing_delay", "preemptions",
+            "migrations", "scheduler_seconds"]
+    out.mkdir(parents=True, exist_ok=True)
     with (out / "compare.csv").open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow([*keys, "avg_jct_ratio", "makespan_ratio"])
-        for s in summaries:
-            ratio = (s["avg_jct"] / summaries[0]["avg_jct"]) if s["avg_jct"] and summaries[0]["avg_jct"] else ""
-            mk = (s["makespan"] / summaries[0]["makespan"]) if summaries[0]["makespan"] else ""
+        for res in results:
+            s = res.summary
+            s["workload"] = wl.describe() if res.point.load is None else (
+                f"synthetic: {jobs} jobs, load {res.point.load}, {gpu_mix} GPU mix, seed {res.point.seed}")
+            s["load"] = res.point.load
+            write_run_files(point_dir(res), res.jobs, res.timeline, s)
+            first = firsts[(res.point.seed, res.point.load)]
+            ratio = s["avg_jct"] / first["avg_jct"] if s["avg_jct"] and first["avg_jct"] else ""
+            mk = s["makespan"] / first["makespan"] if first["makespan"] else ""
             w.writerow([s.get(k) for k in keys] + [ratio, mk])
-    plot_jct_cdf(results, out / "jct_cdf.png", title=f"JCT CDF on {cl.describe()}")
-    plot_timeline(results, out / "timeline.png", cl.num_gpus)
-    console.print(_summary_table(f"{wl.describe()} on {cl.describe()} ({model.name}"
-                                 f"{'' if model.measured else ', a model'})", summaries))
+    first_point = (seed_list[0], load_list[0])
+    shown = [r for r in results if (r.point.seed, r.point.load) == first_point]
+    plot_jct_cdf({r.point.run.label: r.jct for r in shown}, out / "jct_cdf.png", title=f"JCT CDF on {cl.describe()}")
+    plot_timeline({r.point.run.label: r.timeline for r in shown}, out / "timeline.png", cl.num_gpus)
+    title = f"{wl.describe() if not sweep else 'seed ' + str(first_point[0]) + ', load ' + str(first_point[1])}"
+    console.print(_summary_table(f"{title} on {cl.describe()} ({model.name}{'' if model.measured else ', a model'})",
+                                 [r.summary for r in shown]))
+    if sweep:
+        console.print(_sweep_table(runs, results, seed_list, load_list))
     console.print(f"wrote {out}/compare.csv, jct_cdf.png, timeline.png and one folder per run")
+
+
+def _parse_list(text: str, field: str, kind: type) -> list[Any]:
+    try:
+        values = [kind(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"'{text}' is not a comma-separated list of {kind.__name__}s", field=field) from None
+    if not values:
+        raise InputError("the list is empty", field=field)
+    return values
+
+
+def _sweep_table(runs: list[Any], results: list[Any], seeds: list[int], loads: list[float | None]) -> Table:
+    """Average JCT per configuration and load, mean over seeds, with its ratio to the first configuration."""
+    table = Table(title=f"average JCT (h), mean over {len(seeds)} seed(s)")
+    table.add_column("configuration")
+    for ld in loads:
+        table.add_column(f"load {ld}" if ld is not None else "trace", justify="right")
+    base: dict[float | None, float] = {}
+    for r in runs:
+        cells = []
+        for ld in loads:
+            vals = [x.summary["avg_jct"] for x in results if x.point.run == r and x.point.load == ld
+                    and x.summary["avg_jct"] is not None]
+            mean = sum(vals) / len(vals) if vals else None
+            if r == runs[0] and mean:
+                base[ld] = mean
+            cells.append("-" if mean is None else f"{mean / 3600:.2f}" + (
+                f" ({mean / base[ld]:.2f}x)" if r != runs[0] and base.get(ld) else ""))
+        table.add_row(r.label, *cells)
+    return table
 
 
 # ----------------------------------------------------------------------------- trace tools
@@ -279,6 +346,9 @@ def trace_convert_cmd(
     specs = read_trace(path, format, load_profile(profile), seed=seed)
     write_canonical(specs, out)
     console.print(f"wrote {len(specs)} jobs to {out}")
+
+
+register_runtime_commands(app)  # server, token, submit, jobs, show, cancel, logs, cluster
 
 
 def main() -> None:

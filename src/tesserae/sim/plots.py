@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import matplotlib
@@ -14,12 +15,17 @@ from tesserae.core.jobs import JobStatus
 from tesserae.sim.engine import SimResult
 
 
-def plot_jct_cdf(results: dict[str, SimResult], path: Path, title: str = "JCT CDF") -> None:
+def completed_jcts(result: SimResult) -> np.ndarray:
+    t = result.table
+    done = t.status == JobStatus.DONE
+    return t.finish[done] - t.submit[done]
+
+
+def plot_jct_cdf(results: Mapping[str, SimResult | np.ndarray], path: Path, title: str = "JCT CDF") -> None:
+    """One CDF per label; values are SimResults or arrays of completed jobs' JCTs (seconds)."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, res in results.items():
-        t = res.table
-        done = t.status == JobStatus.DONE
-        jct = np.sort(t.finish[done] - t.submit[done])
+        jct = np.sort(res if isinstance(res, np.ndarray) else completed_jcts(res))
         if jct.size:
             ax.step(jct / 3600.0, np.arange(1, jct.size + 1) / jct.size, where="post", label=label)
     ax.set_xscale("log")
@@ -33,10 +39,11 @@ def plot_jct_cdf(results: dict[str, SimResult], path: Path, title: str = "JCT CD
     plt.close(fig)
 
 
-def plot_timeline(results: dict[str, SimResult], path: Path, gpus: int) -> None:
+def plot_timeline(results: Mapping[str, SimResult | Mapping[str, np.ndarray]], path: Path, gpus: int) -> None:
+    """GPUs in use and queue length; values are SimResults or their ``timeline`` dicts."""
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True)
     for label, res in results.items():
-        tl = res.timeline
+        tl = res.timeline if isinstance(res, SimResult) else res
         hours = tl["time"] / 3600.0
         top.step(hours, tl["gpus_in_use"], where="post", label=label, linewidth=0.8)
         bottom.step(hours, tl["queued"], where="post", label=label, linewidth=0.8)

@@ -31,15 +31,20 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def write_run(out: Path, result: SimResult, summary: dict[str, Any]) -> None:
+    write_run_files(out, job_records(result), result.timeline, summary)
+
+
+def write_run_files(out: Path, jobs: list[dict[str, Any]], timeline: dict[str, Any], summary: dict[str, Any]) -> None:
+    """The run folder from plain data (as a sweep brings it back from another process)."""
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / ".jobs.csv.tmp"
     with tmp.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=JOB_COLUMNS)
         w.writeheader()
-        for rec in job_records(result):
+        for rec in jobs:
             w.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in rec.items()})
     os.replace(tmp, out / "jobs.csv")
-    tl = result.timeline
+    tl = timeline
     lines = ["time,gpus_in_use,queued,running"]
     lines += [f"{t:.3f},{int(g)},{int(q)},{int(r)}" for t, g, q, r in
               zip(tl["time"], tl["gpus_in_use"], tl["queued"], tl["running"], strict=True)]

@@ -1,0 +1,104 @@
+"""Sweeps: many (configuration, seed, load) simulations, run here or spread over a Ray cluster.
+
+A task's result depends only on its inputs (the simulator is deterministic), so a sweep run on
+Ray gives exactly the results of the same sweep run locally. The driver builds each workload
+once and ships it, with the throughput model, through Ray's object store: workers need the
+package installed, not the trace or profile files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobSpec, JobStatus
+from tesserae.core.throughput import ThroughputModel
+from tesserae.sim.metrics import job_records
+from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.workload import WorkloadSpec, build_workload
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    run: RunSpec
+    seed: int
+    load: float | None  # None for a trace (its load is what it is)
+
+
+@dataclass
+class PointResult:
+    """What a sweep point brings back: plain data, cheap to ship between processes."""
+
+    point: SweepPoint
+    summary: dict[str, Any]
+    jobs: list[dict[str, Any]]
+    timeline: dict[str, np.ndarray]
+    jct: np.ndarray = field(repr=False, default_factory=lambda: np.empty(0))
+
+
+def run_point(point: SweepPoint, specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
+              window: tuple[int, int] | None = None) -> PointResult:
+    result, summary = simulate(specs, cluster, model, point.run, seed=point.seed, window=window)
+    t = result.table
+    done = t.status == JobStatus.DONE
+    return PointResult(point, summary, job_records(result), result.timeline, t.finish[done] - t.submit[done])
+
+
+def run_sweep(points: Sequence[SweepPoint], workload: WorkloadSpec, cluster: Cluster, model: ThroughputModel, *,
+              window: tuple[int, int] | None = None, ray_address: str | None = None,
+              on_done: Callable[[PointResult], None] | None = None) -> list[PointResult]:
+    """Run every point; results come back in the order of ``points``."""
+    workloads: dict[tuple[int, float | None], list[JobSpec]] = {}
+    for p in points:
+        key = (p.seed, p.load)
+        if key not in workloads:
+            wl = replace(workload, seed=p.seed, load=workload.load if p.load is None else p.load)
+            workloads[key] = build_workload(wl, cluster, model)
+    if ray_address is None:
+        out = []
+        for p in points:
+            res = run_point(p, workloads[(p.seed, p.load)], cluster, model, window)
+            if on_done:
+                on_done(res)
+            out.append(res)
+        return out
+    return _run_on_ray(points, workloads, cluster, model, window, ray_address, on_done)
+
+
+def _run_on_ray(points: Sequence[SweepPoint], workloads: dict[tuple[int, float | None], list[JobSpec]],
+                cluster: Cluster, model: ThroughputModel, window: tuple[int, int] | None, address: str,
+                on_done: Callable[[PointResult], None] | None) -> list[PointResult]:
+    try:
+        import ray
+    except ImportError:
+        raise InputError("--ray needs Ray: pip install 'tesserae[ray]'", field="ray") from None
+    started_here = not ray.is_initialized()
+    if started_here:
+        try:
+            ray.init(address=None if address == "local" else address, ignore_reinit_error=True,
+                     include_dashboard=False, log_to_driver=False)
+        except ConnectionError as e:
+            raise InputError(f"cannot reach the Ray cluster at '{address}': {e}", field="ray") from None
+    try:
+        remote = ray.remote(num_cpus=1)(run_point)
+        cluster_ref, model_ref = ray.put(cluster), ray.put(model)
+        spec_refs = {k: ray.put(v) for k, v in workloads.items()}
+        futures = [remote.remote(p, spec_refs[(p.seed, p.load)], cluster_ref, model_ref, window) for p in points]
+        index = {f: i for i, f in enumerate(futures)}
+        results: list[PointResult | None] = [None] * len(futures)
+        pending = list(futures)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            res = ray.get(ready[0])
+            results[index[ready[0]]] = res
+            if on_done:
+                on_done(res)
+        return [r for r in results if r is not None]
+    finally:
+        if started_here:
+            ray.shutdown()
