@@ -1,0 +1,189 @@
+"""``tiresias-gittins``: Discretized 2D-Gittins (Tiresias, NSDI 2019; DESIGN §3).
+
+Same queues, demotions and promotions as ``tiresias-las``; within a queue, jobs are ordered by
+their Gittins index, highest first (ties: earliest submit, then job id). For a job that has
+attained ``a`` GPU-seconds and a service quantum ``D`` (default: the first queue threshold), over
+the distribution of job GPU-time ``S``:
+
+    G(a) = P(S - a <= D | S > a) / E[min(S - a, D) | S > a]
+
+Over an empirical sample ``s_1 <= ... <= s_n``, with ``lo`` = the first sample above ``a`` and
+``hi`` = the first above ``a + D``, both conditional terms share the factor ``1 / (n - lo)``:
+
+    G(a) = (hi - lo) / (sum(s[lo:hi]) - a (hi - lo) + (n - hi) D)
+
+so :class:`GittinsIndex` precomputes the sorted samples and their prefix sums once, and a lookup
+is two ``searchsorted`` calls: O(log n) per job, vectorised over all jobs, exact for any ``a``
+(not only on the grid). A job that has outlived every sample gets index 0 (no sample says it is
+about to finish): it goes last in its queue.
+
+``a`` is the job's total attained GPU-seconds (the distribution is one of total job GPU-time), so
+a promoted job keeps the index its age implies; its queue is what the promotion changes.
+
+The distribution comes from ``--gittins-prior FILE`` (one GPU-time a line; a header line and
+further comma-separated columns are ignored, e.g. ``yarn-gput1000.csv``) or, without a prior, is
+learned online from the attained GPU-seconds of completed jobs. Until ``min_samples`` jobs have
+completed, the order within a queue is 2D-LAS's (FIFO by entry, running jobs keep their place).
+The learned index is rebuilt lazily at the next decision after completions, at most once per
+2% growth of the sample once it holds 1,000 jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobTable
+from tesserae.scheduling._tiresias_queues import TiresiasQueues
+from tesserae.scheduling.base import register
+
+DEFAULT_MIN_SAMPLES = 10
+
+
+class GittinsIndex:
+    """Gittins index of an empirical GPU-time distribution (see module docstring)."""
+
+    def __init__(self, samples: Sequence[float] | np.ndarray, quantum: float) -> None:
+        s = np.sort(np.asarray(samples, dtype=np.float64).ravel())
+        if s.size == 0:
+            raise ValueError("a Gittins index needs at least one sample")
+        if not (quantum > 0 and math.isfinite(quantum)):
+            raise ValueError(f"the Gittins quantum must be positive and finite, got {quantum}")
+        self.samples = s
+        self.quantum = float(quantum)
+        self.prefix = np.concatenate([[0.0], np.cumsum(s)])
+
+    @property
+    def size(self) -> int:
+        return int(self.samples.size)
+
+    def __call__(self, attained: np.ndarray | float) -> np.ndarray:
+        a = np.asarray(attained, dtype=np.float64)
+        s, d, n = self.samples, self.quantum, self.samples.size
+        lo = np.searchsorted(s, a, side="right")
+        hi = np.searchsorted(s, a + d, side="right")
+        done = hi - lo
+        expected = (self.prefix[hi] - self.prefix[lo]) - a * done + (n - hi) * d
+        alive = lo < n
+        out = np.zeros(np.broadcast(a).shape)
+        np.divide(done, expected, out=out, where=alive & (expected > 0))
+        return out
+
+    def grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """The index at 0 and at every distinct sample value: the points where its form changes."""
+        points = np.unique(np.concatenate([[0.0], self.samples]))
+        return points, self(points)
+
+
+def read_gittins_prior(path: str | Path) -> np.ndarray:
+    """GPU-time samples, one a line (first comma-separated field; a non-numeric first line is a header)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("Gittins prior file not found", path=str(p), field="gittins-prior")
+    values: list[float] = []
+    first = True
+    try:
+        with p.open() as f:
+            for line_no, raw in enumerate(f, start=1):
+                text = raw.strip()
+                if not text or text.startswith("#"):
+                    continue
+                cell = text.split(",", 1)[0].strip()
+                try:
+                    v = float(cell)
+                except ValueError:
+                    if first:
+                        first = False
+                        continue  # header
+                    raise InputError(f"'{cell}' is not a number of GPU-seconds", path=str(p), line=line_no,
+                                     field="gpu_time") from None
+                first = False
+                if not math.isfinite(v) or v < 0:
+                    raise InputError(f"GPU-time {v} must be finite and >= 0", path=str(p), line=line_no,
+                                     field="gpu_time")
+                values.append(v)
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not a text file ({exc.reason})", path=str(p)) from None
+    if not values:
+        raise InputError("no GPU-time samples in the file", path=str(p), field="gpu_time")
+    return np.asarray(values, dtype=np.float64)
+
+
+@register("tiresias-gittins")
+class TiresiasGittins(TiresiasQueues):
+    """2D-Gittins: Gittins index within each queue, from a prior or learned online."""
+
+    def __init__(self, queues: Sequence[float] | None = None, promote_knob: float | None = None,
+                 prior: Sequence[float] | np.ndarray | None = None, quantum: float | None = None,
+                 min_samples: int = DEFAULT_MIN_SAMPLES, prior_source: str | None = None) -> None:
+        super().__init__(queues, promote_knob)
+        if quantum is None:
+            quantum = float(self.thresholds[0]) if self.thresholds.size else 3600.0
+        if not (quantum > 0 and math.isfinite(quantum)):
+            raise InputError(f"Gittins quantum {quantum} must be positive and finite", field="gittins-quantum")
+        self.quantum = float(quantum)
+        self.min_samples = max(1, int(min_samples))
+        self._prior = None if prior is None else GittinsIndex(prior, self.quantum)
+        self.prior_source = prior_source if prior is not None else None
+        self._reset_learning()
+
+    @classmethod
+    def from_options(cls, queues: Sequence[float] | None = None, promote_knob: float | None = None,
+                     gittins_prior: str | Path | None = None, gittins_quantum: float | None = None,
+                     gittins_min_samples: int | None = None, **_ignored: Any) -> TiresiasGittins:
+        prior = read_gittins_prior(gittins_prior) if gittins_prior is not None else None
+        return cls(queues=queues, promote_knob=promote_knob, prior=prior, quantum=gittins_quantum,
+                   min_samples=DEFAULT_MIN_SAMPLES if gittins_min_samples is None else gittins_min_samples,
+                   prior_source=None if gittins_prior is None else str(gittins_prior))
+
+    # ------------------------------------------------------------------ learning
+    def _reset_learning(self) -> None:
+        self._learned: list[float] = []
+        self._online: GittinsIndex | None = None
+        self._built_from = 0
+        self.las_fallback_decisions = 0
+
+    def _reset(self, n: int) -> None:
+        super()._reset(n)
+        if hasattr(self, "quantum"):
+            self._reset_learning()
+
+    def on_finish(self, table: JobTable, row: int, now: float) -> None:
+        if self._prior is None:
+            self._learned.append(float(table.attained[row]))
+
+    def index(self) -> GittinsIndex | None:
+        """The index in force now: the prior, or the learned one once it has enough samples."""
+        if self._prior is not None:
+            return self._prior
+        n = len(self._learned)
+        if n < self.min_samples:
+            return None
+        if self._online is None or (n > self._built_from and
+                                    (self._built_from < 1000 or n >= self._built_from * 1.02)):
+            self._online = GittinsIndex(self._learned, self.quantum)
+            self._built_from = n
+        return self._online
+
+    # ------------------------------------------------------------------ order
+    def _within_queue(self, table: JobTable, rows: np.ndarray, now: float) -> tuple[np.ndarray, ...]:
+        gittins = self.index()
+        if gittins is None:
+            self.las_fallback_decisions += 1
+            return self._fifo_keys(table, rows)
+        return (-gittins(table.attained[rows]), table.submit[rows], table.job_id[rows])
+
+    def summary(self) -> dict[str, Any]:
+        out = super().summary()
+        out.update({
+            "gittins_quantum": self.quantum,
+            "gittins_source": f"prior {self.prior_source}" if self._prior is not None else "online",
+            "gittins_samples": self._prior.size if self._prior is not None else len(self._learned),
+            "gittins_las_fallback_decisions": self.las_fallback_decisions,
+        })
+        return out
