@@ -10,6 +10,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	# PyTorch for the profiler (tesserae profile) and its tests. Pinned: an unpinned torch pulls a
+	# multi-GB CUDA build; 2.13.0 CPU is what this project's CI machine has on disk.
+	$(BIN)/python -m pip install -q 'torch==2.13.0' || echo "PyTorch could not be installed: the profiler tests will be skipped"
 	touch $(STAMP)
 
 demo: $(STAMP)

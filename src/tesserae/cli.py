@@ -14,12 +14,14 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.throughput import ThroughputModel
+from tesserae.profiler.cli_command import register as register_profile_command
 from tesserae.runtime.cli_commands import register as register_runtime_commands
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
@@ -349,16 +351,17 @@ def trace_convert_cmd(
 
 
 register_runtime_commands(app)  # server, token, submit, jobs, show, cancel, logs, cluster
+register_profile_command(app)  # profile
 
 
 def main() -> None:
     try:
         app()
     except InputError as e:
-        err.print(f"[red]error:[/red] {e}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
-        err.print(f"[red]error:[/red] {e.strerror}: {e.filename}", highlight=False, soft_wrap=True)
+        err.print(f"[red]error:[/red] {escape(f'{e.strerror}: {e.filename}')}", highlight=False, soft_wrap=True)
         sys.exit(2)
 
 

@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""A CPU-only toy "trainer" that cooperates with Tesserae through ``tesserae.job``.
+
+Each iteration takes ``--seconds-per-iteration`` seconds (a paced sleep: it needs no GPU) and updates
+a deterministic running value. The state (iteration, value, the list of runs) is checkpointed
+every ``--checkpoint-every`` iterations and when the controller preempts the job (SIGTERM), after
+which the script exits with the preemption code so that it is requeued; the next run resumes
+from the checkpoint. At the end it writes ``result.json`` in its checkpoint folder: the runs
+(first and last iteration of each) show whether any progress was lost or repeated, and
+``--completions FILE`` appends one line per completion (a test of exactly-once completion).
+
+    tesserae submit --gpus 1 --iterations 200 -- python examples/toy_trainer.py --iterations 200 \\
+        --seconds-per-iteration 0.05
+
+Outside Tesserae it runs the same way (checkpoints in ./tesserae-checkpoints).
+"""
+
+from __future__ import annotations
+
+import argparse
+import fcntl
+import json
+import os
+import sys
+import time
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--iterations", type=int, required=True, help="Total iterations.")
+    parser.add_argument("--seconds-per-iteration", type=float, default=0.1, help="Time of one iteration (s).")
+    parser.add_argument("--checkpoint-every", type=int, default=0, help="Also checkpoint every K iterations.")
+    parser.add_argument("--completions", default=None, help="Append a line to this file on completion.")
+    parser.add_argument("--fail-at", type=int, default=None, help="Exit with code 3 at this iteration (tests).")
+    parser.add_argument("--ignore-sigterm", action="store_true", help="Do not stop on SIGTERM (tests).")
+    args = parser.parse_args(argv)
+    if args.iterations < 1 or args.seconds_per_iteration < 0:
+        parser.error("--iterations must be >= 1 and --seconds-per-iteration >= 0")
+
+    from tesserae.job import Job
+
+    job = Job(total_iterations=args.iterations, report_interval=0.2)
+    # Two runs of one job must never overlap: hold a lock on the checkpoint folder while running.
+    job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    lock = open(job.checkpoint_dir / "running.lock", "w")  # noqa: SIM115 - held for the whole run
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("toy: another run of this job holds the lock: two runs at once!", flush=True)
+        with open(job.checkpoint_dir / "overlap.log", "a") as f:
+            f.write(f"{os.getpid()} {time.time()}\n")
+        return 4
+    state = job.restore() or {"iteration": 0, "value": 0, "runs": []}
+    start = int(state["iteration"])
+    state["runs"].append({"start": start, "end": start, "pid": os.getpid(), "time": time.time()})
+    print(f"toy: start iteration={start} of {args.iterations} time={time.time():.6f} "
+          f"gpus={os.environ.get('CUDA_VISIBLE_DEVICES', '')}", flush=True)
+    job.report(start, force=True)
+    # Iterations are paced on a schedule (iteration k of this run ends at t0 + k x the iteration time),
+    # so the job runs at exactly 1 / seconds-per-iteration, whatever the bookkeeping costs.
+    t0 = time.monotonic()
+    for it in range(start, args.iterations):
+        if args.fail_at is not None and it == args.fail_at:
+            print(f"toy: failing on purpose at iteration {it}", flush=True)
+            return 3
+        delay = t0 + (it + 1 - start) * args.seconds_per_iteration - time.monotonic()
+        if delay > 0:
+            time.sleep(delay)
+        state["value"] = (state["value"] * 31 + it + 1) % 1_000_003
+        state["iteration"] = it + 1
+        state["runs"][-1]["end"] = it + 1
+        job.report(it + 1)
+        if job.preempted and not args.ignore_sigterm:
+            job.save(state)
+            print(f"toy: preempted at iteration {it + 1}; checkpoint saved", flush=True)
+            job.exit_preempted()
+        if args.checkpoint_every and (it + 1) % args.checkpoint_every == 0:
+            job.save(state)
+    job.save(state)
+    job.complete()
+    with open(job.checkpoint_dir / "result.json", "w") as f:
+        json.dump({"iterations": state["iteration"], "value": state["value"], "runs": state["runs"]}, f)
+    if args.completions:
+        with open(args.completions, "a") as f:
+            f.write(f"{os.environ.get('TESSERAE_JOB_ID', '-')} {state['value']}\n")
+    print(f"toy: done, {state['iteration']} iterations in {len(state['runs'])} run(s), time={time.time():.6f}",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,218 @@
+"""Job-side library: what a training script imports to cooperate with the Tesserae runtime.
+
+It reports progress (iterations), saves and restores checkpoints, and turns a preemption
+(SIGTERM from the controller) into "checkpoint, then exit with :data:`PREEMPTED_EXIT_CODE`", so
+that the controller requeues the job and the next run resumes where this one stopped::
+
+    from tesserae.job import Job
+
+    job = Job(total_iterations=1000)            # installs the SIGTERM handler
+    state = job.restore() or {"iteration": 0}   # the latest checkpoint, or None on a first run
+    for it in range(state["iteration"], 1000):
+        train_one_step()
+        state["iteration"] = it + 1
+        job.report(it + 1)                      # progress, cheap (rate-limited file write)
+        if job.preempted:                       # SIGTERM arrived: save and leave
+            job.save(state)
+            job.exit_preempted()
+    job.complete()
+
+Plain Python state (JSON-able) is stored as JSON; anything else goes through ``torch.save`` when
+PyTorch is installed (state dicts, tensors), else ``pickle``. Writes are atomic (temporary file,
+fsync, rename), and only the latest checkpoint is kept, so a crash in the middle of a save never
+leaves a torn checkpoint behind.
+
+Outside Tesserae (no ``TESSERAE_*`` variables) the same script runs unchanged: checkpoints go to
+``./tesserae-checkpoints`` and progress is not reported anywhere.
+
+This module imports only the standard library (PyTorch lazily), so importing it is cheap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pickle
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+#: Exit code of a job that saved its state because it was asked to stop (EX_TEMPFAIL).
+PREEMPTED_EXIT_CODE = 75
+#: Environment variables of the job contract (DESIGN §7), set by the runtime for every job.
+ENV_JOB_ID = "TESSERAE_JOB_ID"
+ENV_CHECKPOINT_DIR = "TESSERAE_CHECKPOINT_DIR"
+ENV_PROGRESS_FILE = "TESSERAE_PROGRESS_FILE"
+DEFAULT_CHECKPOINT_DIR = "tesserae-checkpoints"
+_MANIFEST = "latest.json"
+_SUFFIX = {"json": "json", "torch": "pt", "pickle": "pkl"}
+
+
+def _atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
+    """Write-then-rename, so readers see the old or the new content, never a torn one. ``durable``
+    also fsyncs (checkpoints must survive a machine crash; progress reports need not)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    if not durable:
+        return
+    with contextlib.suppress(OSError):  # make the rename itself durable
+        dfd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+
+
+def _torch() -> Any | None:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
+class Job:
+    """The running job's side of the contract (see the module docstring).
+
+    ``total_iterations`` is optional; when given it is reported with the progress, and the server
+    uses it as the job's work if the submission did not declare one.
+    ``report_interval`` bounds how often :meth:`report` writes the progress file (seconds).
+    """
+
+    def __init__(self, total_iterations: int | None = None, *, checkpoint_dir: str | os.PathLike[str] | None = None,
+                 report_interval: float = 0.5, handle_signals: bool = True) -> None:
+        env = os.environ
+        self.job_id: str | None = env.get(ENV_JOB_ID)
+        self.checkpoint_dir = Path(checkpoint_dir or env.get(ENV_CHECKPOINT_DIR) or DEFAULT_CHECKPOINT_DIR)
+        progress = env.get(ENV_PROGRESS_FILE)
+        self.progress_file: Path | None = Path(progress) if progress else None
+        self.total_iterations = total_iterations
+        self.report_interval = report_interval
+        self.iteration = 0
+        self._preempted = False
+        self._last_report = -1.0
+        self._reported: int | None = None
+        if handle_signals:
+            signal.signal(signal.SIGTERM, self._on_signal)
+
+    # ------------------------------------------------------------------ preemption
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._preempted = True
+
+    @property
+    def preempted(self) -> bool:
+        """True once the controller asked this job to stop (SIGTERM): save, then exit_preempted()."""
+        return self._preempted
+
+    @property
+    def under_tesserae(self) -> bool:
+        return self.job_id is not None
+
+    def exit_preempted(self) -> NoReturn:
+        """Report the final progress and exit with the code that tells the controller 'requeue me'."""
+        self.report(self.iteration, force=True)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        sys.exit(PREEMPTED_EXIT_CODE)
+
+    # ------------------------------------------------------------------ progress
+    def report(self, iteration: int, *, force: bool = False) -> None:
+        """Record that ``iteration`` iterations are done (absolute, not an increment)."""
+        self.iteration = int(iteration)
+        if self.progress_file is None:
+            return
+        now = time.monotonic()
+        if not force and self._reported is not None and now - self._last_report < self.report_interval:
+            return
+        doc = {"iterations": self.iteration, "time": time.time()}
+        if self.total_iterations is not None:
+            doc["total"] = int(self.total_iterations)
+        _atomic_write(self.progress_file, json.dumps(doc).encode(), durable=False)
+        self._last_report, self._reported = now, self.iteration
+
+    def complete(self) -> None:
+        """Report the final progress (call once the work is done)."""
+        self.report(self.iteration, force=True)
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self, state: Any, *, iteration: int | None = None) -> Path:
+        """Save ``state`` as the latest checkpoint; returns its path.
+
+        JSON-able state is written as JSON; other objects with ``torch.save`` when PyTorch is
+        installed (model/optimizer state dicts, tensors), else with ``pickle``.
+        """
+        if iteration is not None:
+            self.iteration = int(iteration)
+        try:
+            data, kind = json.dumps(state).encode(), "json"
+        except (TypeError, ValueError):
+            torch = _torch()
+            if torch is not None:
+                import io
+
+                buf = io.BytesIO()
+                torch.save(state, buf)
+                data, kind = buf.getvalue(), "torch"
+            else:
+                data, kind = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL), "pickle"
+        # A new file per save, then the manifest, then the old files: a crash at any point leaves
+        # the manifest naming a complete checkpoint.
+        name = f"checkpoint-{time.time_ns()}.{_SUFFIX[kind]}"
+        path = self.checkpoint_dir / name
+        _atomic_write(path, data)
+        manifest = {"file": name, "format": kind, "iteration": self.iteration, "time": time.time()}
+        _atomic_write(self.checkpoint_dir / _MANIFEST, json.dumps(manifest).encode())
+        for other in self.checkpoint_dir.glob("checkpoint-*"):
+            if other.name != name:
+                with contextlib.suppress(FileNotFoundError):
+                    other.unlink()
+        self.report(self.iteration, force=True)
+        return path
+
+    def restore(self, *, map_location: Any = "cpu") -> Any | None:
+        """The latest saved state, or None when this is the job's first run.
+
+        ``map_location`` is passed to ``torch.load`` for PyTorch checkpoints.
+        """
+        manifest_path = self.checkpoint_dir / _MANIFEST
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except FileNotFoundError:
+            return None
+        path = self.checkpoint_dir / manifest["file"]
+        kind = manifest.get("format", "json")
+        if kind == "json":
+            state = json.loads(path.read_text())
+        elif kind == "torch":
+            torch = _torch()
+            if torch is None:
+                raise RuntimeError(f"{path} is a PyTorch checkpoint but PyTorch is not installed")
+            state = torch.load(path, map_location=map_location, weights_only=False)
+        else:
+            with path.open("rb") as f:
+                state = pickle.load(f)
+        self.iteration = int(manifest.get("iteration", 0))
+        return state
+
+    def checkpoint_path(self, name: str) -> Path:
+        """A path in the checkpoint folder, for jobs that write their own checkpoint files."""
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        return self.checkpoint_dir / name
+
+
+__all__ = ["PREEMPTED_EXIT_CODE", "Job"]

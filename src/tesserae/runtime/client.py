@@ -1,0 +1,130 @@
+"""HTTP client of the Tesserae API, used by the CLI (``tesserae submit/jobs/show/cancel/logs/cluster``).
+
+The server address and token come from ``TESSERAE_URL`` and ``TESSERAE_TOKEN``, or else from a
+TOML file (``TESSERAE_CONFIG``, default ``~/.config/tesserae/config.toml``)::
+
+    url = "http://127.0.0.1:8765"
+    token = "tsr_..."            # or: token_file = "/path/to/state/admin.token"
+
+Every failure (no address, server down, HTTP 4xx/5xx) is a ``ClientError`` whose message is one
+line: the CLI prints it and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tesserae.core.errors import InputError
+
+DEFAULT_CONFIG = Path("~/.config/tesserae/config.toml")
+
+
+class ClientError(InputError):
+    """A request could not be made or the server refused it."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    url: str
+    token: str
+
+
+def config_path() -> Path:
+    return Path(os.environ.get("TESSERAE_CONFIG") or DEFAULT_CONFIG).expanduser()
+
+
+def load_config() -> ClientConfig:
+    url = os.environ.get("TESSERAE_URL", "").strip()
+    token = os.environ.get("TESSERAE_TOKEN", "").strip()
+    path = config_path()
+    if (not url or not token) and path.is_file():
+        try:
+            doc = tomllib.loads(path.read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ClientError(f"cannot read the client configuration: {e}", path=str(path)) from None
+        url = url or str(doc.get("url", "")).strip()
+        if not token and doc.get("token"):
+            token = str(doc["token"]).strip()
+        elif not token and doc.get("token_file"):
+            token_file = Path(str(doc["token_file"])).expanduser()
+            try:
+                token = token_file.read_text().strip()
+            except OSError as e:
+                raise ClientError(f"cannot read the token file: {e.strerror}", path=str(token_file)) from None
+    if not url:
+        raise ClientError(f"no server address: set TESSERAE_URL (e.g. http://127.0.0.1:8765) or 'url' in {path}")
+    if not token:
+        raise ClientError("no token: set TESSERAE_TOKEN (the server writes the admin token to STATE/admin.token; "
+                          f"'tesserae token create' makes more) or 'token' in {path}")
+    if not url.startswith(("http://", "https://")):
+        raise ClientError(f"TESSERAE_URL '{url}' must start with http:// or https://")
+    return ClientConfig(url.rstrip("/"), token)
+
+
+class Client:
+    def __init__(self, config: ClientConfig | None = None, timeout: float = 30.0) -> None:
+        self.config = config or load_config()
+        self.http = httpx.Client(base_url=self.config.url, timeout=timeout,
+                                 headers={"Authorization": f"Bearer {self.config.token}"})
+
+    def close(self) -> None:
+        self.http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        url = self.config.url
+        try:
+            r = self.http.request(method, path, **kwargs)
+        except httpx.ConnectError:
+            raise ClientError(f"cannot reach the Tesserae server at {url} (is 'tesserae server' running?)") from None
+        except httpx.TimeoutException:
+            raise ClientError(f"the Tesserae server at {url} did not answer in time") from None
+        except httpx.HTTPError as e:
+            raise ClientError(f"request to {url} failed: {e}") from None
+        if r.status_code >= 400:
+            try:
+                detail = r.json().get("detail")
+            except ValueError:
+                detail = None
+            text = detail if isinstance(detail, str) else (r.text.strip()[:200] or r.reason_phrase)
+            raise ClientError(f"{text} (HTTP {r.status_code})")
+        return r
+
+    # ------------------------------------------------------------------ the API
+    def submit(self, payload: dict[str, Any]) -> dict[str, Any]:
+        return self.call("POST", "/v1/jobs", json=payload).json()
+
+    def jobs(self, state: str | None = None) -> list[dict[str, Any]]:
+        params = {"state": state} if state else {}
+        return self.call("GET", "/v1/jobs", params=params).json()["jobs"]
+
+    def show(self, job_id: int) -> dict[str, Any]:
+        return self.call("GET", f"/v1/jobs/{job_id}").json()
+
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        return self.call("POST", f"/v1/jobs/{job_id}/cancel").json()
+
+    def logs(self, job_id: int, offset: int = 0) -> tuple[bytes, int, str]:
+        r = self.call("GET", f"/v1/jobs/{job_id}/logs", params={"offset": offset})
+        return r.content, int(r.headers.get("X-Next-Offset", offset + len(r.content))), r.headers.get(
+            "X-Job-State", "")
+
+    def cluster(self) -> dict[str, Any]:
+        return self.call("GET", "/v1/cluster").json()
+
+    def create_token(self, user: str, admin: bool = False, label: str = "") -> str:
+        return self.call("POST", "/v1/tokens", json={"user": user, "admin": admin, "label": label}).json()["token"]
+
+    def whoami(self) -> dict[str, Any]:
+        return self.call("GET", "/v1/whoami").json()

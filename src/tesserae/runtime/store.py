@@ -1,0 +1,254 @@
+"""The runtime's store: one SQLite database (WAL mode) under the server's state folder.
+
+Tables: ``jobs`` (spec and current state), ``allocations`` (one row per run of a job: GPUs, pid,
+start and end: the run intervals that attained service is computed from), ``events`` (what
+happened to each job, in order), ``users`` and ``tokens`` (only SHA-256 hashes of tokens), and
+``meta`` (schema version, the store's epoch, the controller's heartbeat).
+
+Every state change is committed before the controller acts on it (write-ahead intent: an
+allocation is recorded as ``starting`` before its process is spawned, ``stopping`` before the
+stop signal is sent), so a controller killed at any instant can reconcile on restart.
+
+One connection is shared by the API threads and the controller thread behind a lock; other
+processes (``tesserae token create --state``) open their own, SQLite serialises the writers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tesserae.core.errors import InputError
+
+DB_NAME = "tesserae.db"
+SCHEMA_VERSION = 1
+TOKEN_PREFIX = "tsr_"
+
+JOB_STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
+RUNNABLE_STATES = ("queued", "preempted")
+ACTIVE_STATES = ("queued", "preempted", "running")
+FINAL_STATES = ("completed", "failed", "cancelled")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS users (
+    name TEXT PRIMARY KEY,
+    admin INTEGER NOT NULL DEFAULT 0,
+    created REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tokens (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user TEXT NOT NULL REFERENCES users(name),
+    hash TEXT NOT NULL UNIQUE,
+    admin INTEGER NOT NULL DEFAULT 0,
+    label TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,
+    revoked INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user TEXT NOT NULL,
+    name TEXT NOT NULL,
+    job_type TEXT NOT NULL,
+    num_gpus INTEGER NOT NULL,
+    command TEXT NOT NULL,
+    shell INTEGER NOT NULL DEFAULT 0,
+    env TEXT NOT NULL DEFAULT '{}',
+    workdir TEXT,
+    nproc INTEGER NOT NULL DEFAULT 1,
+    iterations INTEGER,
+    total_reported INTEGER,
+    state TEXT NOT NULL,
+    submit_time REAL NOT NULL,
+    first_start REAL,
+    last_start REAL,
+    last_stop REAL,
+    finish_time REAL,
+    progress REAL NOT NULL DEFAULT 0,
+    attained REAL NOT NULL DEFAULT 0,
+    executed REAL NOT NULL DEFAULT 0,
+    preemptions INTEGER NOT NULL DEFAULT 0,
+    migrations INTEGER NOT NULL DEFAULT 0,
+    requeues INTEGER NOT NULL DEFAULT 0,
+    exit_code INTEGER,
+    reason TEXT NOT NULL DEFAULT '',
+    cancel_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
+CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user);
+CREATE TABLE IF NOT EXISTS allocations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id INTEGER NOT NULL REFERENCES jobs(id),
+    gpus TEXT NOT NULL,
+    partner INTEGER,
+    strategy TEXT,
+    phase TEXT NOT NULL,
+    start_time REAL NOT NULL,
+    end_time REAL,
+    pid INTEGER,
+    pid_start INTEGER,
+    run_dir TEXT NOT NULL,
+    stop_reason TEXT,
+    stop_deadline REAL,
+    outcome TEXT,
+    exit_code INTEGER
+);
+CREATE INDEX IF NOT EXISTS allocations_phase ON allocations(phase);
+CREATE INDEX IF NOT EXISTS allocations_job ON allocations(job_id);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id INTEGER,
+    time REAL NOT NULL,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who sent a request: the user a token belongs to, and whether it is an admin token."""
+
+    user: str
+    admin: bool
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+class Store:
+    """The SQLite store (see module docstring). Thread-safe; each call is its own transaction
+    unless grouped with :meth:`tx`."""
+
+    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise InputError(f"no Tesserae store at {self.path}; start the server once with --state "
+                             f"{self.path.parent} to create it")
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False,
+                                     timeout=30.0)
+        self._conn.row_factory = sqlite3.Row
+        self._depth = 0
+        with self._lock:
+            mode = self._conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise InputError(f"cannot put {self.path} in WAL mode (got {mode}); is it on a network file "
+                                 "system?")
+            self._conn.execute("PRAGMA synchronous=FULL")
+            self._conn.execute("PRAGMA foreign_keys=ON")
+            self._conn.execute("PRAGMA busy_timeout=30000")
+            with self.tx():
+                self._create_schema()
+
+    def _create_schema(self) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                self._conn.execute(statement)
+        row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        if row is None:
+            now = time.time()
+            self._conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            self._conn.execute("INSERT INTO meta VALUES ('epoch', ?)", (repr(now),))
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise InputError(f"{self.path} has schema version {row[0]}; this Tesserae reads version "
+                             f"{SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # ------------------------------------------------------------------ primitives
+    @contextlib.contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (nested calls join the outer one)."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self._conn
+                finally:
+                    self._depth -= 1
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield self._conn
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            else:
+                self._conn.execute("COMMIT")
+            finally:
+                self._depth = 0
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchall()
+
+    def one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            return self._conn.execute(sql, params).fetchone()
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self._conn.execute(sql, params)
+
+    # ------------------------------------------------------------------ meta
+    def meta(self, key: str) -> str | None:
+        row = self.one("SELECT value FROM meta WHERE key=?", (key,))
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.execute("INSERT INTO meta VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+                     (key, value))
+
+    @property
+    def epoch(self) -> float:
+        return float(self.meta("epoch") or 0.0)
+
+    # ------------------------------------------------------------------ events
+    def event(self, job_id: int | None, kind: str, detail: dict[str, Any] | str = "", t: float | None = None
+              ) -> None:
+        text = detail if isinstance(detail, str) else json.dumps(detail, sort_keys=True)
+        self.execute("INSERT INTO events (job_id, time, kind, detail) VALUES (?, ?, ?, ?)",
+                     (job_id, time.time() if t is None else t, kind, text))
+
+    # ------------------------------------------------------------------ users and tokens
+    def create_token(self, user: str, *, admin: bool = False, label: str = "") -> str:
+        """A new token for ``user`` (created if new). Only its hash is stored: show it once."""
+        token = new_token()
+        now = time.time()
+        with self.tx() as c:
+            c.execute("INSERT INTO users (name, admin, created) VALUES (?, ?, ?) "
+                      "ON CONFLICT(name) DO UPDATE SET admin = MAX(admin, excluded.admin)",
+                      (user, int(admin), now))
+            c.execute("INSERT INTO tokens (user, hash, admin, label, created) VALUES (?, ?, ?, ?, ?)",
+                      (user, hash_token(token), int(admin), label, now))
+        return token
+
+    def authenticate(self, token: str) -> Principal | None:
+        digest = hash_token(token)
+        row = self.one("SELECT user, hash, admin FROM tokens WHERE hash=? AND revoked=0", (digest,))
+        if row is None or not hmac.compare_digest(str(row["hash"]), digest):
+            return None
+        return Principal(str(row["user"]), bool(row["admin"]))
+
+    def has_admin(self) -> bool:
+        return self.one("SELECT 1 FROM tokens WHERE admin=1 AND revoked=0") is not None

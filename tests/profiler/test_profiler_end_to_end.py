@@ -1,0 +1,141 @@
+"""``tesserae profile`` end to end: real worker processes on the CPU, tiny models, short windows.
+
+The profile written here is read back with ``load_profile`` and drives ``tesserae simulate``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tesserae.core.jobs import JobSpec
+from tesserae.profiler.runner import (
+    Measurement,
+    MeasurementRun,
+    ProfileConfig,
+    ProfilerError,
+    WorkerPool,
+    detect_device,
+)
+from tesserae.profiles.loader import load_profile
+from tesserae.traces import write_canonical
+
+HAS_TORCH = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed (pip install 'tesserae[gpu]'); "
+                                 "the profiler needs it")
+FAST = ("--size", "tiny", "--seconds", "0.5", "--warmup", "0.2", "--device", "cpu")
+
+
+def tesserae(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tesserae.cli", *args], capture_output=True, text=True,
+                          timeout=300, env=None if env is None else {**os.environ, **env})
+
+
+@needs_torch
+def test_profile_alone_and_paired_then_simulate(tmp_path: Path) -> None:
+    out = tmp_path / "cpu.json"
+    a, b = "gpt-small", "recommendation"
+    r = tesserae("profile", "--models", f"{a},{b}", "--pairs", *FAST, "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    assert "Traceback" not in r.stderr
+    doc = json.loads(out.read_text())
+    assert doc["format"] == "tesserae-profile" and doc["reference_gpu_type"] == "cpu"
+    gpu = doc["gpu"]
+    assert gpu["gpu_type"] == "cpu" and gpu["name"] and gpu["driver"] == "n/a"
+    assert gpu["torch_version"].startswith("2.") and gpu["date"][:2] == "20"
+    assert {e["job_type"] for e in doc["entries"]} == {a, b}
+    assert all(e["memory_gb"] is not None and e["memory_gb"] >= 0 for e in doc["entries"])
+    assert len(doc["pairs"]) == 3 and not any(p["oom"] for p in doc["pairs"])  # a+a, a+b, b+b
+    assert set(doc["skew"]) == {a, b}
+
+    model = load_profile(out)
+    assert model.measured and model.job_types() == sorted([a, b]) and model.gpu_types() == ["cpu"]
+    solo_a, solo_b = model.rate(a, 1, "cpu"), model.rate(b, 1, "cpu")
+    assert solo_a > 0 and solo_b > 0
+    with_b, with_a = model.rate(a, 1, "cpu", partner=(b, 1)), model.rate(b, 1, "cpu", partner=(a, 1))
+    assert with_b > 0 and with_a > 0
+    # Two processes on one core: sharing slows at least one of them (timing noise aside, both).
+    assert min(with_b / solo_a, with_a / solo_b) < 1.0
+    assert model.pair_fits(a, b, "cpu")
+
+    trace = tmp_path / "trace.csv"
+    jobs = [JobSpec(i, 60.0 * i, 1, (a, b)[i % 2], 600.0 * (solo_a, solo_b)[i % 2]) for i in range(4)]
+    write_canonical(jobs, trace)
+    run = tmp_path / "run"
+    r = tesserae("simulate", "--profile", str(out), "--trace", str(trace), "--cluster", "1x1:cpu", "--packing",
+                 "--round-seconds", "60", "--out", str(run), "-q")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["completed"] == 4 and summary["jobs"] == 4
+
+
+@needs_torch
+def test_two_gpu_counts_use_ddp_processes(tmp_path: Path) -> None:
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two usable cores for two CPU 'GPUs'")
+    out = tmp_path / "ddp.json"
+    r = tesserae("profile", "--models", "recommendation", "--gpus", "2", *FAST, "--out", str(out), "-q")
+    assert r.returncode == 0, r.stderr
+    model = load_profile(out)
+    assert model.gpu_counts("recommendation") == [2]
+    assert model.rate("recommendation", 2, "cpu") > 0
+
+
+@needs_torch
+def test_out_of_memory_pair_is_recorded_not_a_crash(tmp_path: Path) -> None:
+    out = tmp_path / "oom.json"
+    r = tesserae("profile", "--models", "recommendation", "--pairs", *FAST, "--out", str(out), "-q",
+                 env={"TESSERAE_PROFILER_INJECT_OOM": "recommendation"})
+    assert r.returncode == 0, r.stderr
+    assert "OOM" in r.stdout
+    doc = json.loads(out.read_text())
+    assert doc["pairs"][0]["oom"] is True and doc["pairs"][0]["throughput"] == 0.0
+    model = load_profile(out)
+    assert model.rate("recommendation", 1, "cpu") > 0
+    assert model.rate("recommendation", 1, "cpu", partner=("recommendation", 1)) == 0.0
+    assert not model.pair_fits("recommendation", "recommendation", "cpu")
+
+
+def _one_line_error(r: subprocess.CompletedProcess[str]) -> str:
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+def test_unknown_model_is_one_error_line(tmp_path: Path) -> None:
+    line = _one_line_error(tesserae("profile", "--models", "resnet18,alexnet", "--out", str(tmp_path / "p.json")))
+    assert "unknown model 'alexnet'" in line and "resnet18" in line
+    line = _one_line_error(tesserae("profile", "--gpus", "one", "--out", str(tmp_path / "p.json")))
+    assert "GPU counts" in line
+    line = _one_line_error(tesserae("profile", "--models", "dcgan"))
+    assert "--out" in line
+
+
+def test_missing_torch_is_one_error_line(tmp_path: Path) -> None:
+    fake = tmp_path / "site" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no PyTorch in this test')\n")
+    r = tesserae("profile", "--models", "dcgan", "--out", str(tmp_path / "p.json"), "-q",
+                 env={"PYTHONPATH": str(tmp_path / "site")})
+    line = _one_line_error(r)
+    assert "PyTorch cannot be imported" in line and "tesserae[gpu]" in line
+
+
+@needs_torch
+def test_a_crashing_worker_is_a_profiler_error_and_leaves_no_process() -> None:
+    config = ProfileConfig(models=["dcgan"], size="tiny", seconds=0.2, warmup=0.0, timeout=60, device="cpu")
+    with WorkerPool(timeout=60) as pool:
+        device = detect_device(config, pool.probe())
+        run = MeasurementRun(Measurement(("no-such-model",), 1), device, "tiny", config, pool)
+        with pytest.raises(ProfilerError, match=r"no-such-model \(rank 0\) failed: KeyError.*catalogue\.py"):
+            run.run()
+        assert pool.live == {}
+        zygote = pool.zygote
+    assert zygote.poll() is not None
