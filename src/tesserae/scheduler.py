@@ -33,12 +33,21 @@ class Scheduler:
                  model: ThroughputModel, config: SchedulerConfig | None = None) -> None:
         self.cluster, self.policy, self.placement, self.model = cluster, policy, placement, model
         self.config = config or SchedulerConfig()
+        # Optional hook: a policy that needs the cluster and the throughput model (an LP over GPU
+        # types, say) receives them once here.
+        bind = getattr(policy, "bind", None)
+        if bind is not None:
+            bind(cluster, model)
 
     def decide(self, now: float, table: JobTable, active: np.ndarray,
                previous: Mapping[int, Assignment]) -> Plan:
         """Who runs where until the next decision, for the ``active`` (submitted, unfinished) rows."""
         order = self.policy.order(table, active, now)
         placer = self.placement.begin(self.cluster, table, previous, self.model)
+        # Optional hook: a placer that follows the policy's advice (GPU-type preferences, pairs).
+        use_policy = getattr(placer, "use_policy", None)
+        if use_policy is not None:
+            use_policy(self.policy)
         gangs = table.num_gpus[order]
         # Smallest gang at or after each position: the walk ends once nothing behind can fit.
         suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
@@ -49,8 +58,15 @@ class Scheduler:
                 break
             if (gangs[i] > free or not placer.try_admit(row)) and no_backfill:
                 break
+        # Optional hook between the allocator walk and finish(): packing pairs jobs that did not fit
+        # with admitted ones (the partners share their hosts' GPUs).
+        pack = getattr(placer, "pack", None)
+        if pack is None:
+            return Plan.diff(now, dict(previous), placer.finish())
+        pack(order)
         assignments = placer.finish()
-        return Plan.diff(now, dict(previous), assignments)
+        pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
+        return Plan.diff(now, dict(previous), assignments, pairs)
 
     def summary(self) -> dict[str, Any]:
         return {**self.policy.summary(), **self.placement.summary()}

@@ -1,0 +1,157 @@
+"""Packing: which waiting jobs share GPUs with which admitted jobs (DESIGN §4.2).
+
+Candidates are the admitted jobs (hosts, on the GPU type the allocation chose) and the overflow:
+the next jobs in priority order that did not fit, up to the cluster's capacity again. An edge joins
+a host and an overflow job that can share: the same GPU count, or a larger host and a smaller job
+where a measured profile has a pair rate for them; both pair rates positive (0.0 is the profile's
+out-of-memory mark) and the profile's memory check passed. Its weight is the gain
+``tput(a|b)/tput(a) + tput(b|a)/tput(b) - 1`` on the host's GPU type, kept above a threshold.
+
+Gains depend on (job type, GPU count, GPU type) only, so the maximum-weight bipartite matching
+between hosts and overflow jobs is solved over *classes*: how many pairs of host class h and
+overflow class o to form. That is a transportation problem (totally unimodular: the LP optimum is
+integral), solved by HiGHS on at most (#host classes x #overflow classes) variables, whatever the
+number of jobs; pairs of last round that can form again are worth a little more (``STICKINESS``),
+so equal-gain alternatives do not reshuffle partners every round. Concrete jobs are then handed
+out: first pairs that already shared GPUs last round (so that they do not move), then overflow jobs
+in priority order, each to the lowest-priority host of the class left (the job that suffers the
+sharing slowdown is the one the policy values least).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, linprog, milp
+from scipy.sparse import csr_matrix
+
+DEFAULT_THRESHOLD = 0.1
+#: Bonus per pair of last round formed again (a tie-breaker: gains differ by more in real profiles).
+STICKINESS = 0.01
+
+HostClass = tuple[Any, int, int]  # (job type, GPU count, GPU type index)
+JobClass = tuple[Any, int]  # (job type, GPU count)
+
+
+def pack(hosts: list[tuple[int, HostClass]], overflow: list[tuple[int, JobClass]],
+         gain: Callable[[HostClass, JobClass], float], threshold: float = DEFAULT_THRESHOLD,
+         previous_partner: Mapping[int, int] | None = None) -> list[tuple[int, int]]:
+    """(host row, overflow row) pairs. ``hosts`` and ``overflow`` are in priority order."""
+    host_rows: dict[HostClass, list[int]] = {}
+    for row, hc in hosts:
+        host_rows.setdefault(hc, []).append(row)
+    over_rows: dict[JobClass, list[int]] = {}
+    for row, oc in overflow:
+        over_rows.setdefault(oc, []).append(row)
+    hcs, ocs = list(host_rows), list(over_rows)
+    # Edges only between compatible GPU counts (a partner never needs more GPUs than its host).
+    over_by_k: dict[int, list[int]] = {}
+    for j, oc in enumerate(ocs):
+        over_by_k.setdefault(oc[1], []).append(j)
+    edges: list[tuple[int, int, float]] = []
+    for i, hc in enumerate(hcs):
+        for k, js in over_by_k.items():
+            if k > hc[1]:
+                continue
+            for j in js:
+                g = gain(hc, ocs[j])
+                if g > threshold:
+                    edges.append((i, j, g))
+    if not edges:
+        return []
+    host_class = {row: hc for row, hc in hosts}
+    # Pairs of last round that can form again, per edge: the solve prefers them (stickiness).
+    edge_of = {(hcs[i], ocs[j]): e for e, (i, j, _) in enumerate(edges)}
+    again = np.zeros(len(edges), dtype=np.int64)
+    if previous_partner:
+        for o, oc in overflow:
+            h = previous_partner.get(o)
+            if h is not None and h in host_class:
+                e = edge_of.get((host_class[h], oc))
+                if e is not None:
+                    again[e] += 1
+    counts = _solve(edges, [len(host_rows[h]) for h in hcs], [len(over_rows[o]) for o in ocs], again)
+    left = {(hcs[i], ocs[j]): int(n) for (i, j, _), n in zip(edges, counts, strict=True) if n > 0}
+    if not left:
+        return []
+    paired: set[int] = set()
+    out: list[tuple[int, int]] = []
+    if previous_partner:
+        for o, oc in overflow:
+            h = previous_partner.get(o)
+            if h is None or h not in host_class or h in paired:
+                continue
+            key = (host_class[h], oc)
+            if left.get(key, 0) > 0:
+                left[key] -= 1
+                paired.update((h, o))
+                out.append((h, o))
+    by_over: dict[JobClass, list[HostClass]] = {}
+    for hc, oc in left:
+        by_over.setdefault(oc, []).append(hc)
+    for oc, lst in by_over.items():
+        lst.sort(key=lambda hc, oc=oc: -gain(hc, oc))
+    # Overflow jobs in priority order; each takes the best-gain host class it still has pairs with,
+    # and in it the lowest-priority host not yet paired.
+    cursors = {hc: len(rows) - 1 for hc, rows in host_rows.items()}
+    for o, oc in overflow:
+        if o in paired:
+            continue
+        hc = next((h for h in by_over.get(oc, []) if left[(h, oc)] > 0), None)
+        if hc is None:
+            continue
+        rows = host_rows[hc]
+        i = cursors[hc]
+        while i >= 0 and rows[i] in paired:
+            i -= 1
+        cursors[hc] = i - 1
+        if i < 0:
+            continue
+        h = rows[i]
+        left[(hc, oc)] -= 1
+        paired.update((h, o))
+        out.append((h, o))
+    return out
+
+
+def _solve(edges: list[tuple[int, int, float]], host_counts: list[int], over_counts: list[int],
+           again: np.ndarray | None = None) -> np.ndarray:
+    """Pairs per edge: the transportation problem over classes (HiGHS).
+
+    An edge with ``again[e]`` pairs of last round that can form again gets a second variable, capped
+    at that number, worth :data:`STICKINESS` more per pair: among (near-)equal solutions the one that
+    keeps last round's pairs wins, so pairs do not move between rounds for nothing.
+    """
+    E, H, n_over = len(edges), len(host_counts), len(over_counts)
+    ii = np.array([e[0] for e in edges])
+    jj = np.array([e[1] for e in edges])
+    w = np.array([e[2] for e in edges])
+    ub = np.minimum(np.asarray(host_counts)[ii], np.asarray(over_counts)[jj]).astype(float)
+    extra = np.flatnonzero(again > 0) if again is not None else np.zeros(0, dtype=np.int64)
+    ii2, jj2 = np.concatenate([ii, ii[extra]]), np.concatenate([jj, jj[extra]])
+    w2 = np.concatenate([w, w[extra] + STICKINESS])
+    ub2 = np.concatenate([ub, np.minimum(ub[extra], again[extra]) if extra.size else np.zeros(0)])
+    V = ii2.size
+    cols = np.arange(V)
+    a = csr_matrix((np.ones(2 * V), (np.concatenate([ii2, H + jj2]), np.concatenate([cols, cols]))),
+                   shape=(H + n_over, V))
+    # Totally unimodular with integral bounds: the dual simplex returns an integral vertex.
+    res = linprog(-w2, A_ub=a, b_ub=np.array(host_counts + over_counts, dtype=float), bounds=np.c_[np.zeros(V), ub2],
+                  method="highs-ds")
+    x = None
+    if res.status == 0:
+        x = np.rint(res.x)
+        if np.abs(x - res.x).max() > 1e-6 or (a @ x > np.array(host_counts + over_counts) + 1e-9).any():
+            x = None
+    if x is None:  # never seen; kept as a safety net
+        res = milp(-w2, constraints=[LinearConstraint(a, -np.inf, np.array(host_counts + over_counts, dtype=float))],
+                   integrality=np.ones(V), bounds=Bounds(0, ub2))
+        if res.x is None:
+            return np.zeros(E, dtype=np.int64)
+        x = np.rint(res.x)
+    x = x.astype(np.int64)
+    out = x[:E].copy()
+    np.add.at(out, extra, x[E:])
+    return out

@@ -1,0 +1,140 @@
+"""Rates per job *class* (job type, GPU count), cached across rounds.
+
+Every figure packing and type choice need depends on job types and GPU counts only, never on job
+identities: a class-level cache makes each of them one dict lookup however many jobs are active.
+Placement sees profiles only through the ``ThroughputModel`` protocol; the optional extras of a
+profile are reached with ``getattr`` and have fallbacks:
+
+- ``pair_fits(a, b, gpu_type[, n, partner_n])``: whether two jobs fit in GPU memory together
+  (the built-in model checks its memory table; a measured table answers from its pair rates);
+- ``strategy_for(job_type, n, partner)``: the parallelism strategy a rate assumes (norm_speed).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.throughput import ThroughputModel
+
+ClassKey = tuple[str, int]
+
+
+class RateBook:
+    """Cached alone and pair rates of job classes on the GPU types of one cluster."""
+
+    def __init__(self, model: ThroughputModel, gpu_types: tuple[str, ...]) -> None:
+        self.model = model
+        self.gpu_types = gpu_types
+        self.num_types = len(gpu_types)
+        #: Mixed GPU-count pairs (a large job and a smaller one on part of its GPUs) only where a
+        #: measured profile has a positive pair rate for them; the built-in model is not a measurement.
+        self.mixed_counts = bool(getattr(model, "measured", False))
+        self._pair_fits = getattr(model, "pair_fits", None)
+        self._strategy_for = getattr(model, "strategy_for", None)
+        self._alone: dict[ClassKey, np.ndarray] = {}
+        self._prefs: dict[ClassKey, tuple[int, ...]] = {}
+        self._norm: dict[ClassKey, np.ndarray] = {}
+        self._pair: dict[tuple[str, int, str, int, int], tuple[float, float]] = {}
+        self._strategy: dict[tuple[Any, ...], str | None] = {}
+
+    # ------------------------------------------------------------------------------------ alone
+    def _rate(self, job_type: str, n: int, gpu_type: str, partner: tuple[str, int] | None = None) -> float:
+        try:
+            r = float(self.model.rate(job_type, n, gpu_type, True, partner))
+        except Exception:  # unknown job type / count / GPU type in a table: it cannot run there
+            return 0.0
+        return r if math.isfinite(r) and r > 0.0 else 0.0
+
+    def alone(self, job_type: str, n: int) -> np.ndarray:
+        """Consolidated alone rate on each GPU type of the cluster (0.0 = cannot run there)."""
+        key = (job_type, n)
+        r = self._alone.get(key)
+        if r is None:
+            r = np.array([self._rate(job_type, n, g) for g in self.gpu_types])
+            self._alone[key] = r
+        return r
+
+    def normalized(self, job_type: str, n: int) -> np.ndarray:
+        """Rate on each type over the rate on the slowest type it can run on (0 where it cannot)."""
+        key = (job_type, n)
+        w = self._norm.get(key)
+        if w is None:
+            r = self.alone(job_type, n)
+            pos = r[r > 0]
+            w = r / pos.min() if pos.size else np.zeros_like(r)
+            self._norm[key] = w
+        return w
+
+    def prefs(self, job_type: str, n: int) -> tuple[int, ...]:
+        """GPU types the job can run on, fastest (highest normalized throughput) first."""
+        key = (job_type, n)
+        p = self._prefs.get(key)
+        if p is None:
+            r = self.alone(job_type, n)
+            ok = np.flatnonzero(r > 0)
+            p = tuple(int(t) for t in ok[np.argsort(-r[ok], kind="stable")])
+            self._prefs[key] = p
+        return p
+
+    # ------------------------------------------------------------------------------------ pairs
+    def can_pair_counts(self, n: int, partner_n: int) -> bool:
+        return n == partner_n or (self.mixed_counts and partner_n < n)
+
+    def pair(self, a: str, na: int, b: str, nb: int, t: int) -> tuple[float, float]:
+        """(rate of a next to b, rate of b next to a) on GPU type ``t``; (0, 0) when they cannot share.
+
+        They cannot share when either rate is 0 (the profile's out-of-memory mark, or no data), when
+        the profile's memory check says they do not fit, or when the GPU counts are incompatible.
+        """
+        key = (a, na, b, nb, t)
+        v = self._pair.get(key)
+        if v is None:
+            v = (0.0, 0.0)
+            if self.can_pair_counts(na, nb) or self.can_pair_counts(nb, na):
+                g = self.gpu_types[t]
+                ra = self._rate(a, na, g, (b, nb))
+                rb = self._rate(b, nb, g, (a, na))
+                if ra > 0 and rb > 0 and self._fits(a, na, b, nb, g):
+                    v = (ra, rb)
+            self._pair[key] = v
+        return v
+
+    def gain(self, a: str, na: int, b: str, nb: int, t: int) -> float:
+        """tput(a|b)/tput(a) + tput(b|a)/tput(b) - 1 on GPU type ``t`` (-inf when they cannot share)."""
+        ra, rb = self.pair(a, na, b, nb, t)
+        if ra <= 0.0:
+            return -math.inf
+        sa, sb = self.alone(a, na)[t], self.alone(b, nb)[t]
+        if sa <= 0 or sb <= 0:
+            return -math.inf
+        return ra / sa + rb / sb - 1.0
+
+    def _fits(self, a: str, na: int, b: str, nb: int, gpu_type: str) -> bool:
+        fits = self._pair_fits
+        if fits is None:
+            return True
+        try:
+            return bool(fits(a, b, gpu_type, na, nb))
+        except TypeError:  # the built-in model's pair_fits(a, b, gpu_type)
+            try:
+                return bool(fits(a, b, gpu_type))
+            except Exception:
+                return True
+        except Exception:
+            return False
+
+    # ------------------------------------------------------------------------------- strategies
+    def strategy(self, job_type: str, n: int, partner: tuple[str, int] | None) -> str | None:
+        """The parallelism strategy the profile's rate assumes (None when the profile has none)."""
+        if self._strategy_for is None:
+            return None
+        key = (job_type, n, partner)
+        if key not in self._strategy:
+            try:
+                self._strategy[key] = self._strategy_for(job_type, n, partner)
+            except Exception:
+                self._strategy[key] = None
+        return self._strategy[key]

@@ -1,0 +1,203 @@
+"""Gavel's placement (the baseline of DESIGN §4.1): keep previous GPUs greedily, else fill in order.
+
+As in Gavel's scheduler (``_schedule_jobs_on_workers``): per GPU type, the admitted jobs are taken
+by decreasing GPU count; for each count, first every job that ran on this type last round keeps its
+previous GPUs if none of them was claimed yet, then the others take the lowest free GPU ids in
+node order (Gavel's server pointer), spreading over nodes when they must. A larger job placed
+earlier may take a smaller running job's GPUs: that job then migrates.
+
+The GPU type of a job follows the scheduling policy's advice when it gives one (``gavel-maxmin``
+ranks types by its LP's priorities), else the previous type, else the fastest type with room.
+With ``--packing`` the overflow jobs (next in priority order, up to the cluster's size) join
+admitted jobs of the same GPU count as the policy's pair ranking says (``gavel-maxmin --packing``:
+pairs with LP allocation, by priority); without such a ranking, each overflow job joins the host of
+best sharing gain above the threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.jobs import JobTable
+from tesserae.core.plan import Assignment
+from tesserae.core.throughput import ThroughputModel
+from tesserae.placement._packing import DEFAULT_THRESHOLD
+from tesserae.placement._rates import RateBook
+from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
+from tesserae.placement.first_fit import lowest_free_nodes
+
+
+class GavelPlacer(RoundPlacer):
+    def __init__(self, owner: GavelPlacement, cluster: Cluster, table: JobTable,
+                 previous: Mapping[int, Assignment], model: ThroughputModel) -> None:
+        super().__init__(cluster, table, previous, model)
+        self.owner = owner
+        self.book = owner.rate_book(cluster, model)
+        self.free_t = np.array([cluster.gpus_by_type[t] for t in cluster.gpu_types], dtype=np.int64)
+        self._free = cluster.num_gpus
+        self.hosts: list[int] = []
+        self.type_of: dict[int, int] = {}
+        self.partner: dict[int, int] = {}
+        self.type_pref: Callable[[int], Any] | None = None
+        self.pair_pref: Callable[[], Any] | None = None
+        self.record: Callable[[dict[int, tuple[str, int | None]]], None] | None = None
+
+    def use_policy(self, policy: Any) -> None:
+        """Scheduler hook: take the policy's advice on GPU types and pairs, and report back to it."""
+        self.type_pref = getattr(policy, "type_preference", None)
+        self.pair_pref = getattr(policy, "pair_preference", None)
+        self.record = getattr(policy, "record_round", None)
+
+    @property
+    def free(self) -> int:
+        return self._free
+
+    def _class(self, row: int) -> tuple[str, int]:
+        t = self.table
+        return t.types[int(t.type_idx[row])], int(t.num_gpus[row])
+
+    def _prev_type(self, row: int) -> int:
+        a = self.previous.get(row)
+        return -1 if a is None else int(self.cluster.gpu_type[a.gpus[0]])
+
+    def try_admit(self, row: int) -> bool:
+        jt, k = self._class(row)
+        prefs = self.book.prefs(jt, k)
+        if self.type_pref is not None:
+            names = self.cluster.gpu_types
+            advised = [names.index(n) for n in self.type_pref(row) if n in names]
+            order = [t for t in advised if t in prefs] + [t for t in prefs if t not in advised]
+        else:
+            pt = self._prev_type(row)
+            order = ([pt] if pt in prefs else []) + [t for t in prefs if t != pt]
+        t = next((t for t in order if self.free_t[t] >= k), -1)
+        if t < 0:
+            return False
+        self.free_t[t] -= k
+        self._free -= k
+        self.hosts.append(row)
+        self.type_of[row] = t
+        return True
+
+    def pack(self, order: np.ndarray) -> None:
+        if not self.owner.packing or not self.hosts:
+            return
+        t = self.table
+        hosts = np.asarray(self.hosts, dtype=np.int64)
+        rest = order[~np.isin(order, hosts)]
+        overflow = rest[np.cumsum(t.num_gpus[rest]) <= self.cluster.num_gpus].tolist() if rest.size else []
+        if not overflow:
+            return
+        host_set = set(self.hosts)
+        over_set = set(overflow)
+        paired: set[int] = set()
+
+        def ok(h: int, o: int) -> bool:
+            (a, ka), (b, kb) = self._class(h), self._class(o)
+            return ka == kb and self.book.pair(a, ka, b, kb, self.type_of[h])[0] > 0
+
+        if self.pair_pref is not None:
+            for a, b in self.pair_pref():
+                if a in paired or b in paired:
+                    continue
+                if a in host_set and b in over_set:
+                    h, o = a, b
+                elif b in host_set and a in over_set:
+                    h, o = b, a
+                else:
+                    continue
+                if ok(h, o):
+                    self.partner[h], self.partner[o] = o, h
+                    paired.update((h, o))
+        else:
+            for o in overflow:
+                b, kb = self._class(o)
+                best, best_gain = -1, self.owner.pack_threshold
+                for h in reversed(self.hosts):
+                    if h in paired:
+                        continue
+                    a, ka = self._class(h)
+                    if ka != kb:
+                        continue
+                    g = self.book.gain(a, ka, b, kb, self.type_of[h])
+                    if g > best_gain:
+                        best, best_gain = h, g
+                if best >= 0:
+                    self.partner[best], self.partner[o] = o, best
+                    paired.update((best, o))
+        self.owner.pairs.append(len(paired) // 2)
+
+    def finish(self) -> dict[int, Assignment]:
+        cl, t, pool = self.cluster, self.table, self.pool
+        type_nodes = [np.flatnonzero(cl.node_type == i) for i in range(len(cl.gpu_types))]
+        out: dict[int, Assignment] = {}
+        for ti, nodes in enumerate(type_nodes):
+            rows = [r for r in self.hosts if self.type_of[r] == ti]
+            if not rows:
+                continue
+            for k in sorted({int(t.num_gpus[r]) for r in rows}, reverse=True):
+                same = [r for r in rows if int(t.num_gpus[r]) == k]
+                todo = []
+                for r in same:
+                    a = self.previous.get(r)
+                    if a is not None and self._prev_type(r) == ti and pool.all_free(a.gpus):
+                        out[r] = self._assignment(r, pool.take(a.gpus))
+                    else:
+                        todo.append(r)
+                for r in todo:
+                    layout = lowest_free_nodes(pool, nodes, k)
+                    assert layout is not None, "admission counted more GPUs than the type has"
+                    out[r] = self._assignment(r, pool.take_nodes(layout))
+        for h, o in list(self.partner.items()):
+            if h in out and o not in out:
+                out[o] = Assignment(o, out[h].gpus, h)
+        prev = self.previous
+        self.owner.migrations.append(sum(1 for r, a in out.items() if r in prev and prev[r].gpus != a.gpus))
+        if self.record is not None:
+            names = cl.gpu_types
+            self.record({r: (names[int(cl.gpu_type[a.gpus[0]])], a.partner) for r, a in out.items()})
+        self.assigned = out
+        return out
+
+    def _assignment(self, row: int, gpus: tuple[int, ...]) -> Assignment:
+        return Assignment(row, gpus, self.partner.get(row))
+
+
+@register("gavel")
+class GavelPlacement(PlacementPolicy):
+    def __init__(self, packing: bool = False, pack_threshold: float = DEFAULT_THRESHOLD) -> None:
+        self.packing = packing
+        self.pack_threshold = pack_threshold
+        self._book: RateBook | None = None
+        self.migrations: list[int] = []
+        self.pairs: list[int] = []
+
+    @classmethod
+    def from_options(cls, **options: Any) -> GavelPlacement:
+        threshold = options.get("pack_threshold")
+        return cls(packing=bool(options.get("packing", False)),
+                   pack_threshold=DEFAULT_THRESHOLD if threshold is None else float(threshold))
+
+    def rate_book(self, cluster: Cluster, model: ThroughputModel) -> RateBook:
+        if self._book is None or self._book.model is not model or self._book.gpu_types != cluster.gpu_types:
+            self._book = RateBook(model, cluster.gpu_types)
+        return self._book
+
+    def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
+              model: ThroughputModel) -> RoundPlacer:
+        return GavelPlacer(self, cluster, table, previous, model)
+
+    def summary(self) -> dict[str, Any]:
+        m = np.asarray(self.migrations, dtype=np.float64)
+        out: dict[str, Any] = {
+            "migrations_per_round_mean": float(m.mean()) if m.size else 0.0,
+            "migrations_per_round_max": int(m.max()) if m.size else 0,
+        }
+        if self.packing:
+            p = np.asarray(self.pairs, dtype=np.float64)
+            out["packed_pairs_per_round_mean"] = float(p.mean()) if p.size else 0.0
+        return out

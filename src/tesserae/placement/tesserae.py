@@ -1,0 +1,380 @@
+"""Tesserae placement: migration-minimizing layout, type-slot matching and packing (DESIGN §4).
+
+Per decision:
+
+1. **Admission** (``try_admit``, called in priority order): a gang is admitted when one GPU type it
+   can run on still has that many unclaimed GPUs. A running job asks for its previous type first;
+   a new job for its fastest type (greedy; step 2 revisits it). No GPU is chosen yet.
+2. **Heterogeneity** (§4.3, clusters with several GPU types): all admitted jobs are re-assigned to
+   type slots by maximising the sum of normalised throughput (``_hetero``); a running job that would
+   change type counts at (1 - ``type_switch_penalty``) there, so it moves only when the gain pays for
+   the restart. The gain over a type-blind choice is reported.
+3. **Packing** (§4.2, with ``--packing``): overflow jobs are paired with admitted ones by a
+   maximum-weight matching solved over job classes (``_packing``). A pair is one unit: the partner
+   gets (a subset of) its host's GPUs, both assignments name each other, and jobs whose profile has
+   parallelism strategies record the strategy of best gain next to that partner (alone: the best
+   solo strategy).
+4. **Layout** (§4.1): per GPU type, logical layout + matching to physical nodes + GPU indices, moving
+   as few running jobs as possible (``_layout``). Migrations are counted per round.
+
+Everything loops over jobs (or job classes), never over all GPUs or all job pairs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.jobs import JobTable
+from tesserae.core.plan import Assignment
+from tesserae.core.throughput import ThroughputModel
+from tesserae.placement import _hetero, _packing
+from tesserae.placement._layout import TypePlacer
+from tesserae.placement._rates import RateBook
+from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
+
+
+class TesseraePlacer(RoundPlacer):
+    """One decision of the Tesserae placement (see module docstring)."""
+
+    def __init__(self, owner: TesseraePlacement, cluster: Cluster, table: JobTable,
+                 previous: Mapping[int, Assignment], model: ThroughputModel) -> None:
+        # No GpuPool: capacity is tracked per type and GPUs are chosen in finish().
+        self.cluster, self.table, self.previous, self.model = cluster, table, previous, model
+        self.assigned: dict[int, Assignment] = {}
+        self.owner = owner
+        self.book = owner.rate_book(cluster, model)
+        self.free_t = np.array([cluster.gpus_by_type[t] for t in cluster.gpu_types], dtype=np.int64)
+        self._free = cluster.num_gpus
+        self.hosts: list[int] = []
+        self.type_of: dict[int, int] = {}
+        self.partner: dict[int, int] = {}
+        self._movable: dict[int, list[int]] = {}  # type -> admitted rows that did not run there before
+        self._types_done = False
+
+    # ------------------------------------------------------------------------------ admission
+    @property
+    def free(self) -> int:
+        return self._free
+
+    def _class(self, row: int) -> tuple[str, int]:
+        t = self.table
+        return t.types[int(t.type_idx[row])], int(t.num_gpus[row])
+
+    def prev_type(self, row: int) -> int:
+        a = self.previous.get(row)
+        return -1 if a is None else int(self.cluster.gpu_type[a.gpus[0]])
+
+    #: Admitted jobs examined when a gang finds no type with room (bounds the rebalancing work).
+    REBALANCE_SCAN = 64
+
+    def try_admit(self, row: int) -> bool:
+        jt, k = self._class(row)
+        prefs = self.book.prefs(jt, k)
+        free_t = self.free_t
+        t = self.prev_type(row)
+        if t < 0 or t not in prefs or free_t[t] < k:
+            t = next((p for p in prefs if free_t[p] >= k), -1)
+            if t < 0:
+                t = self._rebalance(prefs, k)
+                if t < 0:
+                    return False
+        free_t[t] -= k
+        self._free -= k
+        self.hosts.append(row)
+        self.type_of[row] = t
+        if self.prev_type(row) != t:
+            self._movable.setdefault(t, []).append(row)
+        return True
+
+    def _rebalance(self, prefs: tuple[int, ...], k: int) -> int:
+        """Make room for a gang on one of ``prefs`` by moving jobs admitted this round (not running
+        there before) to another type they can run on; -1 when no such move frees enough."""
+        if len(self.cluster.gpu_types) < 2 or self._free < k:
+            return -1
+        free_t = self.free_t
+        for t in prefs:
+            moves: list[tuple[int, int]] = []
+            freed = 0
+            spare = free_t.copy()
+            for r in reversed(self._movable.get(t, [])[-self.REBALANCE_SCAN:]):
+                if free_t[t] + freed >= k:
+                    break
+                jr, kr = self._class(r)
+                u = next((u for u in self.book.prefs(jr, kr) if u != t and spare[u] >= kr), -1)
+                if u >= 0:
+                    spare[u] -= kr
+                    moves.append((r, u))
+                    freed += kr
+            if free_t[t] + freed >= k:
+                for r, u in moves:
+                    kr = int(self.table.num_gpus[r])
+                    free_t[t] += kr
+                    free_t[u] -= kr
+                    self.type_of[r] = u
+                    self._movable[t].remove(r)
+                    self._movable.setdefault(u, []).append(r)
+                return t
+        return -1
+
+    # ------------------------------------------------------------------------------ heterogeneity
+    def _choose_types(self) -> None:
+        """Type-slot matching over every admitted job (§4.3); a running job that changes type pays a penalty."""
+        if self._types_done:
+            return
+        self._types_done = True
+        if len(self.cluster.gpu_types) < 2 or not self.owner.hetero or not self.hosts:
+            return
+        T = len(self.cluster.gpu_types)
+        cap = np.array([self.cluster.gpus_by_type[t] for t in self.cluster.gpu_types], dtype=np.int64)
+        # Classes: (job type, GPU count, type it ran on last round or -1); jobs of a class are interchangeable.
+        classes: dict[tuple[str, int, int], list[int]] = {}
+        for r in self.hosts:
+            classes.setdefault((*self._class(r), self.prev_type(r)), []).append(r)
+        keys = list(classes)
+        sizes = np.array([k for _, k, _ in keys], dtype=np.int64)
+        counts = np.array([len(classes[c]) for c in keys], dtype=np.int64)
+        norm = np.array([self.book.normalized(jt, k) for jt, k, _ in keys]).reshape(len(keys), T)
+        stay = 1.0 - self.owner.type_switch_penalty
+        weight = norm.copy()
+        for i, (_, _, cur) in enumerate(keys):
+            if cur >= 0:
+                weight[i, np.arange(T) != cur] *= stay
+        allowed = norm > 0
+        current = np.zeros((len(keys), T), dtype=np.int64)
+        for i, c in enumerate(keys):
+            for r in classes[c]:
+                current[i, self.type_of[r]] += 1
+        x = self.owner.solve_types(sizes, counts, weight, allowed, cap, keys)
+        if x is None or (x * weight).sum() < (current * weight).sum() - 1e-9:
+            x = current
+        for i, c in enumerate(keys):
+            cur = c[2]
+            # The highest-priority jobs of the class get the best types; a running job stays on ties.
+            order = sorted(range(T), key=lambda t, i=i, cur=cur: (-weight[i, t], t != cur, t))
+            slots = [t for t in order for _ in range(int(x[i, t]))]
+            for r, t in zip(classes[c], slots, strict=True):
+                self.type_of[r] = t
+        # Type-blind reference: the same jobs, in priority order, on the first type (cluster order) with room.
+        rows = np.asarray(self.hosts)
+        hnorm = np.array([self.book.normalized(*self._class(r)) for r in self.hosts]).reshape(len(self.hosts), T)
+        blind = _hetero.type_blind(self.table.num_gpus[rows], hnorm > 0, cap)
+        blind_w = float(hnorm[np.flatnonzero(blind >= 0), blind[blind >= 0]].sum())
+        chosen_w = float(sum(hnorm[i, self.type_of[r]] for i, r in enumerate(self.hosts)))
+        self.owner.note_hetero(chosen_w, blind_w, float((current * norm).sum()))
+
+    # ------------------------------------------------------------------------------ packing
+    def pack(self, order: np.ndarray) -> None:
+        """Scheduler hook between the allocator walk and finish(): pair overflow jobs with hosts."""
+        if not self.owner.packing or not self.hosts:
+            return
+        self._choose_types()
+        t = self.table
+        hosts = np.asarray(self.hosts, dtype=np.int64)
+        rest = order[~np.isin(order, hosts)]
+        if rest.size == 0:
+            return
+        cum = np.cumsum(t.num_gpus[rest])
+        overflow = rest[cum <= self.cluster.num_gpus].tolist()
+        if not overflow:
+            return
+        book, types = self.book, t.types
+        tidx, ngpu, type_of = t.type_idx.tolist(), t.num_gpus.tolist(), self.type_of
+        host_items = [(r, (types[tidx[r]], ngpu[r], type_of[r])) for r in self.hosts]
+        over_items = [(r, (types[tidx[r]], ngpu[r])) for r in overflow]
+        cache = self.owner.gain_cache(book)
+
+        def gain(hc: tuple[str, int, int], oc: tuple[str, int]) -> float:
+            key = (hc, oc)
+            g = cache.get(key)
+            if g is None:
+                g = -np.inf
+                if oc[1] <= hc[1] and book.can_pair_counts(hc[1], oc[1]):
+                    g = book.gain(hc[0], hc[1], oc[0], oc[1], hc[2])
+                cache[key] = g
+            return g
+
+        prev_partner = {r: a.partner for r, a in self.previous.items() if a.partner is not None}
+        pairs = _packing.pack(host_items, over_items, gain, self.owner.pack_threshold, prev_partner)
+        for h, o in pairs:
+            self.partner[h] = o
+            self.partner[o] = h
+        self.owner.note_pairs(len(pairs))
+
+    # ------------------------------------------------------------------------------ layout
+    def finish(self) -> dict[int, Assignment]:
+        self._choose_types()
+        t0 = time.perf_counter()
+        cl, t = self.cluster, self.table
+        size = {r: int(t.num_gpus[r]) for r in self.hosts}
+        by_type: dict[int, list[int]] = {}
+        for r in self.hosts:
+            by_type.setdefault(self.type_of[r], []).append(r)
+        # Continuing hosts keep their GPUs if they stay on the same type. Two of them that shared GPUs
+        # last round (a pair) and are both hosts now cannot both keep them: the first in priority does.
+        keep: dict[int, tuple[int, ...]] = {}
+        claimed: set[int] = set()
+        host_set = set(self.hosts)
+        for r in self.hosts:
+            a = self.previous.get(r)
+            if a is None or self.prev_type(r) != self.type_of[r]:
+                continue
+            if a.partner is not None and a.partner in host_set:
+                if a.partner in claimed:
+                    continue
+                claimed.add(r)
+            keep[r] = a.gpus
+        gpus: dict[int, tuple[int, ...]] = {}
+        spread = regrouped = evictions = 0
+        for ti, rows in by_type.items():
+            layout = self.owner.type_placer(cl, ti).place(rows, size, keep)
+            gpus.update(layout.gpus)
+            spread += len(layout.spread)
+            regrouped += layout.method == "regrouped"
+            evictions += layout.evictions
+        out: dict[int, Assignment] = {}
+        prev = self.previous
+        for r in self.hosts:
+            p = self.partner.get(r)
+            out[r] = self._assignment(r, gpus[r], p, prev.get(r))
+            if p is not None:
+                kp = int(t.num_gpus[p])
+                old = prev.get(p)
+                pg = gpus[r]
+                if kp < len(pg):
+                    pg = old.gpus if old is not None and set(old.gpus) <= set(pg) and len(old.gpus) == kp \
+                        else pg[:kp]
+                out[p] = self._assignment(p, pg, r, old)
+        moved = sum(1 for r, a in out.items() if r in prev and prev[r].gpus != a.gpus)
+        self.owner.note_round(moved, spread, regrouped, evictions, time.perf_counter() - t0)
+        self.assigned = out
+        return out
+
+    def _assignment(self, row: int, gpus: tuple[int, ...], partner: int | None, old: Assignment | None
+                    ) -> Assignment:
+        jt, k = self._class(row)
+        pc = None if partner is None else self._class(partner)
+        strategy = self.book.strategy(jt, k, pc)
+        if old is not None and old.gpus == gpus and old.partner == partner and old.strategy == strategy:
+            return old
+        return Assignment(row, gpus, partner, strategy)
+
+
+#: A running job moves to another GPU type only if its normalised throughput there, discounted by this
+#: fraction, beats staying: the move costs a restart and must pay for it (a 25% gain at 0.2).
+DEFAULT_TYPE_SWITCH_PENALTY = 0.2
+
+
+@register("tesserae")
+class TesseraePlacement(PlacementPolicy):
+    """Migration-minimizing placement with optional packing (see module docstring)."""
+
+    def __init__(self, packing: bool = False, pack_threshold: float = _packing.DEFAULT_THRESHOLD,
+                 hetero: bool = True, type_switch_penalty: float = DEFAULT_TYPE_SWITCH_PENALTY) -> None:
+        self.packing = packing
+        self.pack_threshold = pack_threshold
+        self.hetero = hetero
+        self.type_switch_penalty = type_switch_penalty
+        self._book: RateBook | None = None
+        self._book_key: tuple[int, tuple[str, ...]] | None = None
+        self._type_placers: dict[tuple[int, int], TypePlacer] = {}
+        self._gains: dict[Any, float] = {}
+        self._type_solutions: dict[Any, np.ndarray | None] = {}
+        self._gains_of: RateBook | None = None
+        self.rounds = 0
+        self.migrations: list[int] = []
+        self.spread_jobs = 0
+        self.regrouped_types = 0
+        self.evictions = 0
+        self.layout_seconds = 0.0
+        self.pairs: list[int] = []
+        self.hetero_chosen = 0.0
+        self.hetero_blind = 0.0
+        self.hetero_greedy = 0.0
+
+    @classmethod
+    def from_options(cls, **options: Any) -> TesseraePlacement:
+        threshold = options.get("pack_threshold")
+        return cls(packing=bool(options.get("packing", False)),
+                   pack_threshold=_packing.DEFAULT_THRESHOLD if threshold is None else float(threshold),
+                   hetero=bool(options.get("hetero", True)))
+
+    def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
+              model: ThroughputModel) -> RoundPlacer:
+        return TesseraePlacer(self, cluster, table, previous, model)
+
+    # Caches that live across rounds (rates by job class, per-type node arrays).
+    def rate_book(self, cluster: Cluster, model: ThroughputModel) -> RateBook:
+        key = (id(model), cluster.gpu_types)
+        if self._book is None or self._book_key != key or self._book.model is not model:
+            self._book = RateBook(model, cluster.gpu_types)
+            self._book_key = key
+            self._type_solutions = {}  # weights come from the rates
+        return self._book
+
+    def solve_types(self, sizes: np.ndarray, counts: np.ndarray, weight: np.ndarray, allowed: np.ndarray,
+                    cap: np.ndarray, keys: list[Any]) -> np.ndarray | None:
+        """``_hetero.assign_types``, memoised: rounds without arrivals or departures repeat the problem."""
+        key = (tuple(keys), counts.tobytes(), cap.tobytes(), self.type_switch_penalty)
+        if key in self._type_solutions:
+            x = self._type_solutions[key]
+            return None if x is None else x.copy()
+        x = _hetero.assign_types(sizes, counts, weight, allowed, cap)
+        if len(self._type_solutions) >= 512:
+            self._type_solutions.clear()
+        self._type_solutions[key] = x
+        return None if x is None else x.copy()
+
+    def gain_cache(self, book: RateBook) -> dict[Any, float]:
+        """Sharing gains by (host class, overflow class), valid as long as the rate book is."""
+        if self._gains_of is not book:
+            self._gains = {}
+            self._gains_of = book
+        return self._gains
+
+    def type_placer(self, cluster: Cluster, type_index: int) -> TypePlacer:
+        key = (id(cluster), type_index)
+        tp = self._type_placers.get(key)
+        if tp is None or tp.cluster is not cluster:
+            tp = TypePlacer(cluster, type_index)
+            self._type_placers[key] = tp
+        return tp
+
+    def note_round(self, moved: int, spread: int, regrouped: int, evictions: int, seconds: float) -> None:
+        self.rounds += 1
+        self.migrations.append(moved)
+        self.spread_jobs += spread
+        self.regrouped_types += regrouped
+        self.evictions += evictions
+        self.layout_seconds += seconds
+
+    def note_pairs(self, n: int) -> None:
+        self.pairs.append(n)
+
+    def note_hetero(self, chosen: float, blind: float, greedy: float) -> None:
+        self.hetero_chosen += chosen
+        self.hetero_blind += blind
+        self.hetero_greedy += greedy
+
+    def summary(self) -> dict[str, Any]:
+        m = np.asarray(self.migrations, dtype=np.float64)
+        out: dict[str, Any] = {
+            "placement_rounds": self.rounds,
+            "migrations_per_round_mean": float(m.mean()) if m.size else 0.0,
+            "migrations_per_round_max": int(m.max()) if m.size else 0,
+            "spread_job_rounds": self.spread_jobs,
+            "regrouped_layouts": self.regrouped_types,
+            "evictions": self.evictions,
+            "layout_seconds": self.layout_seconds,
+        }
+        if self.packing:
+            p = np.asarray(self.pairs, dtype=np.float64)
+            out["packed_pairs_per_round_mean"] = float(p.mean()) if p.size else 0.0
+            out["packed_pairs_per_round_max"] = int(p.max()) if p.size else 0
+        if self.hetero_blind > 0:
+            out["hetero_throughput_gain"] = self.hetero_chosen / self.hetero_blind
+        return out

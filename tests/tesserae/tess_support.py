@@ -1,0 +1,81 @@
+"""Builders shared by the Tesserae tests: one hand-built decision, toy profiles, a checking scheduler."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster, parse_cluster_spec
+from tesserae.core.jobs import JobSpec, JobStatus, JobTable
+from tesserae.core.plan import Assignment, Plan
+from tesserae.core.throughput import ThroughputModel
+from tesserae.profiles.default_model import DefaultModel
+from tesserae.profiles.table_model import TableModel
+from tesserae.scheduler import Scheduler
+from tesserae.sim.runner import RunSpec, build_scheduler
+
+
+def spec(job_id: int, gpus: int, job_type: str = "resnet50", work: float = 1000.0, submit: float = 0.0
+         ) -> JobSpec:
+    return JobSpec(job_id, submit + job_id * 1e-3, gpus, job_type, work, work)
+
+
+def decide(cluster: str | Cluster, jobs: Sequence[JobSpec], previous: Mapping[int, Sequence[int]] | None = None,
+           *, placement: str = "tesserae", policy: str = "fifo", packing: bool = False,
+           model: ThroughputModel | None = None, partners: Mapping[int, int] | None = None
+           ) -> tuple[Plan, Scheduler, JobTable]:
+    """One decision at t=0 with rows = job order; ``previous`` maps rows to the GPUs they held."""
+    cl = parse_cluster_spec(cluster) if isinstance(cluster, str) else cluster
+    model = model or DefaultModel()
+    table = JobTable(list(jobs))
+    table.set_reference_rates(model)
+    table.status[:] = JobStatus.QUEUED
+    prev: dict[int, Assignment] = {}
+    for r, g in (previous or {}).items():
+        table.status[r] = JobStatus.RUNNING
+        prev[r] = Assignment(r, tuple(sorted(g)), (partners or {}).get(r))
+    sched = build_scheduler(cl, model, RunSpec(policy=policy, placement=placement, packing=packing))
+    plan = sched.decide(0.0, table, np.arange(table.n), prev)
+    return plan, sched, table
+
+
+def nodes_of(cluster: Cluster, gpus: Sequence[int]) -> set[int]:
+    return {int(cluster.gpu_node[g]) for g in gpus}
+
+
+def toy_model(pairs: Mapping[tuple[str, str], tuple[float, float]], types: Sequence[str] = ("A", "B", "C", "D"),
+              gpu: str = "v100", counts: Sequence[int] = (1,)) -> TableModel:
+    """Every type runs at 1 it/s alone; ``pairs[(a, b)] = (rate of a, rate of b)`` when sharing."""
+    alone = {(t, n, gpu, True): 1.0 for t in types for n in counts}
+    table = {(a, n, gpu, True, b, n): v for (a, b), v in pairs.items() for n in counts}
+    return TableModel(name="toy", reference_gpu_type=gpu, alone=alone, pairs=table, measured=True)
+
+
+class CheckingScheduler(Scheduler):
+    """Asserts the invariants of every plan, including those of shared GPUs."""
+
+    def decide(self, now: float, table: JobTable, active: np.ndarray,
+               previous: Mapping[int, Assignment]) -> Plan:
+        plan = super().decide(now, table, active, previous)
+        cl = self.cluster
+        used: list[int] = []
+        act = set(active.tolist())
+        for row, a in plan.assignments.items():
+            assert row in act
+            assert len(a.gpus) == table.num_gpus[row], "a gang gets all its GPUs or none"
+            assert len(set(a.gpus)) == len(a.gpus)
+            assert len({int(cl.gpu_type[g]) for g in a.gpus}) == 1, "a gang stays on one GPU type"
+            if a.partner is None:
+                used.extend(a.gpus)
+                continue
+            host = plan.assignments[a.partner]
+            assert host.partner == row, "partners name each other"
+            if len(a.gpus) < len(host.gpus) or (len(a.gpus) == len(host.gpus) and row > a.partner):
+                assert set(a.gpus) <= set(host.gpus), "a partner runs on its host's GPUs"
+            else:
+                used.extend(a.gpus)
+        assert len(used) == len(set(used)), "two units on one GPU"
+        assert sorted(plan.pairs) == sorted({tuple(sorted((r, a.partner))) for r, a in plan.assignments.items()
+                                             if a.partner is not None})
+        return plan
