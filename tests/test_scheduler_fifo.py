@@ -78,3 +78,18 @@ def test_las_and_srtf_order() -> None:
     result, _ = simulate(jobs, parse_cluster_spec("1x1"), DefaultModel(), run.model_copy(update={"policy": "las"}))
     recs = {r["job_id"]: r for r in job_records(result)}
     assert recs[1]["jct"] <= 40.0
+
+
+def test_job_without_throughput_data_is_rejected_not_hung() -> None:
+    # A profile that gives this job type no rate on the cluster's GPU type: rejected and counted.
+    from tesserae.profiles.default_model import DefaultModelConfig
+
+    model = DefaultModel(DefaultModelConfig(gpu_speed={"v100": 1.0, "k80": 0.0}, unknown_gpu_speed=1.0))
+    run = RunSpec(policy="fifo", round_seconds=10, restart_overhead=0)
+    _, summary = simulate([job(0, 0, 1, 10)], parse_cluster_spec("1x4:k80"), model, run)
+    assert summary["rejected"] == 1 and summary["rejected_reasons"]["no_throughput_data"] == 1
+    # Mixed cluster: the type-blind placements keep the job off the type it cannot run on.
+    for placement in ("first-fit", "consolidated", "tiresias", "yarn"):
+        _, summary = simulate([job(i, 0, 2, 10) for i in range(6)], parse_cluster_spec("1x4:k80,1x4:v100"), model,
+                              run.model_copy(update={"placement": placement}))
+        assert summary["completed"] == 6 and summary["rejected"] == 0, placement

@@ -8,6 +8,7 @@ GPU assignment of every admitted job. Placement sees only ``core`` types.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
@@ -66,6 +67,31 @@ class GpuPool:
         return self.take(np.concatenate(parts) if parts else np.empty(0, dtype=np.int64))
 
 
+# (job type, GPU count, GPU type) -> can it run there at all? Per model object; a pure memo.
+_RUNNABLE: weakref.WeakKeyDictionary[Any, dict[tuple[str, int, str], bool]] = weakref.WeakKeyDictionary()
+
+
+def runnable(model: ThroughputModel, job_type: str, num_gpus: int, gpu_type: str) -> bool:
+    """Whether the profile gives the job a positive rate on that GPU type (consolidated, alone).
+
+    Measured profiles do not cover every (job type, GPU count, GPU type): a placement must never
+    put a job where its rate is 0, or it would hold GPUs forever.
+    """
+    try:
+        memo = _RUNNABLE.setdefault(model, {})
+    except TypeError:  # a model that cannot be weakly referenced: no memo
+        memo = {}
+    key = (job_type, num_gpus, gpu_type)
+    ok = memo.get(key)
+    if ok is None:
+        try:
+            ok = model.rate(job_type, num_gpus, gpu_type, True) > 0
+        except InputError:
+            ok = False
+        memo[key] = ok
+    return ok
+
+
 class RoundPlacer:
     """One decision's placement state. Subclasses implement ``try_admit`` and ``finish``."""
 
@@ -74,6 +100,20 @@ class RoundPlacer:
         self.cluster, self.table, self.previous, self.model = cluster, table, previous, model
         self.pool = GpuPool(cluster)
         self.assigned: dict[int, Assignment] = {}
+
+    def type_order(self, row: int) -> list[int]:
+        """GPU types this job can run on, most free GPUs first (ties: cluster order).
+
+        Type-blind placements use this: they do not prefer fast types, but they do not pile every
+        job onto whichever type the cluster spec happens to list first either.
+        """
+        c = self.cluster
+        job_type, k = self.table.types[int(self.table.type_idx[row])], int(self.table.num_gpus[row])
+        ok = [t for t in range(len(c.gpu_types)) if runnable(self.model, job_type, k, c.gpu_types[t])]
+        if len(ok) > 1:
+            free = self.pool.free_by_type
+            ok.sort(key=lambda t: -int(free[t]))
+        return ok
 
     @property
     def free(self) -> int:

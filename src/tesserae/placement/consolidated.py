@@ -135,7 +135,8 @@ class ConsolidatedPlacer(RoundPlacer):
 
     def layout_for(self, row: int, counts: np.ndarray) -> list[tuple[int, int]] | None:
         k = int(self.table.num_gpus[row])
-        for t, nodes in enumerate(self.type_nodes):
+        for t in self.type_order(row):
+            nodes = self.type_nodes[t]
             if self.pool.free_by_type[t] + self.held_total < k:
                 continue
             layout = consolidated_layout(nodes, counts[nodes], self.cluster.node_num_gpus[nodes], k)

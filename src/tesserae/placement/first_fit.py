@@ -38,7 +38,8 @@ class FirstFitPlacer(RoundPlacer):
 
     def try_admit(self, row: int) -> bool:
         k = int(self.table.num_gpus[row])
-        for t, nodes in enumerate(self.type_nodes):
+        for t in self.type_order(row):
+            nodes = self.type_nodes[t]
             if self.pool.free_by_type[t] < k:
                 continue
             layout = lowest_free_nodes(self.pool, nodes, k)

@@ -138,7 +138,8 @@ class ReservingPlacer(RoundPlacer):
         """``consolidated_layout`` on the first GPU type that holds the job."""
         k = int(self.table.num_gpus[row])
         cap = self.cluster.node_num_gpus
-        for nodes in self.type_nodes:
+        for t in self.type_order(row):
+            nodes = self.type_nodes[t]
             layout = consolidated_layout(nodes, counts[nodes], cap[nodes], k)
             if layout is not None:
                 return layout
@@ -155,7 +156,8 @@ class TiresiasPlacer(ReservingPlacer):
 
     def _spread(self, row: int, counts: np.ndarray) -> list[tuple[int, int]] | None:
         k = int(self.table.num_gpus[row])
-        for nodes in self.type_nodes:
+        for t in self.type_order(row):
+            nodes = self.type_nodes[t]
             layout = fewest_nodes_layout(nodes, counts[nodes], k)
             if layout is not None:
                 return layout

@@ -58,7 +58,10 @@ class YarnPlacer(ReservingPlacer):
     def _layout(self, row: int, counts: np.ndarray) -> list[tuple[int, int]] | None:
         k = int(self.table.num_gpus[row])
         cap = self.cluster.node_num_gpus
-        for _, nodes in self.groups:
+        ok = set(self.type_order(row))
+        for t, nodes in self.groups:
+            if t not in ok:
+                continue
             layout = yarn_layout(nodes, counts[nodes], cap[nodes], k)
             if layout is not None:
                 return layout

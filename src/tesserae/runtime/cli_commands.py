@@ -118,7 +118,11 @@ def register(app: typer.Typer) -> None:
     @app.command(cls=OneLineErrors)
     def server(
         state: Annotated[Path, typer.Option("--state", help="State folder: store, logs, checkpoints, tokens.")],
-        executor: Annotated[str, typer.Option("--executor", help="Where jobs run: local.")] = "local",
+        executor: Annotated[str, typer.Option("--executor", help="Where jobs run: local (this machine) or ray (the "
+                                              "nodes of a Ray cluster).")] = "local",
+        ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --executor ray: the Ray "
+                                                        "cluster (HOST:PORT of its head, or auto); without it a "
+                                                        "local Ray instance is started.")] = None,
         virtual_gpus: Annotated[int | None, typer.Option("--virtual-gpus", min=1, help="Declare N fake GPUs "
                                                          "instead of asking NVML (machines without GPUs).")] = None,
         gpu_type: Annotated[str, typer.Option("--gpu-type", help="Type of the virtual GPUs.")] = "v100",
@@ -150,7 +154,8 @@ def register(app: typer.Typer) -> None:
         run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds, packing=packing,
                       no_backfill=no_backfill, queues=_parse_queues(queues), promote_knob=promote_knob,
                       gittins_prior=gittins_prior, skew_threshold=skew_threshold, event_driven=event_driven)
-        serve(ServerOptions(state=state, run=run, executor=executor, virtual_gpus=virtual_gpus, gpu_type=gpu_type,
+        serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address,
+                            virtual_gpus=virtual_gpus, gpu_type=gpu_type,
                             host=host, port=port, grace_seconds=grace_seconds, event_driven=event_driven,
                             profile=profile))
 

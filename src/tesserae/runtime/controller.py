@@ -17,6 +17,14 @@ never runs again.
 
 Decisions happen every ``round_seconds`` and, when ``event_driven``, also at arrivals,
 completions, cancellations and the policy's own events (a demotion, say), as in the simulator.
+
+A *distributed* executor (``ray``: ``executor.distributed`` is true) has a cluster that changes
+while the controller runs: it is polled every tick (``executor.watch``: nodes joining or leaving
+are an event), and at the start of a decision the controller takes its new view
+(``executor.view_change``), rebuilds the Scheduler on it (same policy and placement objects, so
+their per-job state carries over) and remaps the GPU ids of the running jobs onto it. Such an
+executor lays a run out over its nodes itself, so it gets the run's GPUs and only the job's own
+environment (each node adds its own).
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +51,9 @@ from tesserae.job import PREEMPTED_EXIT_CODE
 from tesserae.runtime.executor import LocalExecutor, Proc
 from tesserae.runtime.store import ACTIVE_STATES, FINAL_STATES, RUNNABLE_STATES, Store
 from tesserae.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from tesserae.runtime.ray_executor import RayExecutor
 
 #: Work (iterations) of a job that declared none: real schedulers such as Tiresias do not need it.
 UNKNOWN_WORK = 1e12
@@ -125,7 +136,7 @@ def free_port() -> int:
 
 
 class Controller:
-    def __init__(self, store: Store, executor: LocalExecutor, scheduler: Scheduler, cluster: Cluster,
+    def __init__(self, store: Store, executor: LocalExecutor | RayExecutor, scheduler: Scheduler, cluster: Cluster,
                  state_dir: Path, config: ControllerConfig | None = None,
                  log: Callable[[str], None] | None = None) -> None:
         self.store, self.executor, self.scheduler, self.cluster = store, executor, scheduler, cluster
@@ -146,6 +157,9 @@ class Controller:
         self.table: RuntimeTable | None = None
         self._types: list[str] = [*sorted(scheduler.model.job_types()), "generic"]
         self._faults = self._parse_faults(os.environ.get("TESSERAE_FAULT", ""))
+        self._distributed = bool(getattr(executor, "distributed", False))
+        #: Called with the new Cluster when a distributed executor's view changed (the server's info).
+        self.on_cluster_change: Callable[[Cluster], None] | None = None
 
     # ------------------------------------------------------------------ paths and helpers
     def job_dir(self, job_id: int) -> Path:
@@ -233,6 +247,10 @@ class Controller:
             proc = self.executor.adopt(a["pid"], a["pid_start"], str(run_dir))
             if proc is not None:
                 live.proc = proc
+                gpus = getattr(proc, "gpus", None)  # a distributed executor: the GPUs in its current view
+                if gpus and tuple(gpus) != live.gpus:
+                    live.gpus = tuple(gpus)
+                    self.store.execute("UPDATE allocations SET gpus=? WHERE id=?", (json.dumps(list(gpus)), a["id"]))
                 if live.phase == "starting":
                     live.phase = "running"
                     self.store.execute("UPDATE allocations SET pid=?, pid_start=?, phase='running' WHERE id=?",
@@ -278,6 +296,8 @@ class Controller:
     # ------------------------------------------------------------------ polling
     def poll(self, now: float) -> None:
         """Reap ended runs, escalate overdue stops, act on cancellations, record progress."""
+        if self._distributed and self.executor.watch(now) and self.config.event_driven:
+            self._pending = True  # nodes joined or left
         for live in list(self.live.values()):
             if live.proc is None or self.executor.exited(live.proc):
                 code, t = self.executor.exit_code(live.proc, live.run_dir)
@@ -380,6 +400,8 @@ class Controller:
         """One decision, applied. False when postponed (a run is still stopping)."""
         if any(live.phase != "running" for live in self.live.values()):
             return False
+        if self._distributed and not self._refresh_cluster():
+            return False
         self._pending = False
         table, active, previous = self.build_table(now)
         rel = now - self.epoch
@@ -400,6 +422,35 @@ class Controller:
         ev = self.scheduler.policy.next_event(table, active, running_rows, rel)
         self._next_policy_event = self.epoch + ev if ev > rel else math.inf
         self._apply(plan, table)
+        return True
+
+    def _refresh_cluster(self) -> bool:
+        """Take a distributed executor's new view of the cluster, if any; False: postpone the decision."""
+        change = self.executor.view_change()
+        if change is None:
+            return self.executor.cluster is not None
+        if any(change.remap.get(g) is None for live in self.live.values() for g in live.gpus):
+            return False  # a run still holds GPUs of a node that left: it is being reaped
+        self.executor.commit_view(change)
+        moved = []
+        for live in self.live.values():
+            gpus = tuple(change.remap[g] for g in live.gpus)  # type: ignore[misc]
+            if gpus != live.gpus:
+                live.gpus = gpus
+                moved.append((json.dumps(list(gpus)), live.alloc_id))
+        if moved:
+            with self.store.tx() as c:
+                c.executemany("UPDATE allocations SET gpus=? WHERE id=?", moved)
+        if change.cluster is None:
+            self.log("cluster: no usable node left; decisions wait until one joins")
+            return False
+        s = self.scheduler
+        self.cluster = change.cluster
+        self.scheduler = Scheduler(change.cluster, s.policy, s.placement, s.model, s.config)
+        self.log(f"cluster: now {change.cluster.describe()} ({change.cluster.num_gpus} GPUs)")
+        self.store.event(None, "cluster", {"cluster": change.cluster.describe(), "gpus": change.cluster.num_gpus})
+        if self.on_cluster_change is not None:
+            self.on_cluster_change(change.cluster)
         return True
 
     def _record_decision(self, now: float, seconds: float, plan: Plan | None) -> None:
@@ -433,7 +484,8 @@ class Controller:
 
     # ------------------------------------------------------------------ actions
     def _job_env(self, job: Any, gpus: tuple[int, ...], alloc_id: int, strategy: str | None) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
+        # A distributed executor's nodes each put the job's environment on top of their own.
+        env = {} if self._distributed else {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
         env.update(json.loads(job["env"]))
         jd = self.job_dir(int(job["id"]))
         env.update({
@@ -487,8 +539,10 @@ class Controller:
             (jd / "checkpoints").mkdir(parents=True, exist_ok=True)
             cwd.mkdir(parents=True, exist_ok=True)
             self._append_log(job_id, f"run {alloc_id} ({kind}) on GPUs {','.join(map(str, gpus))}")
+            where = {"gpus": gpus} if self._distributed else {}
             proc = self.executor.spawn(argv, env=self._job_env(job, gpus, alloc_id, strategy), cwd=cwd,
-                                       log_path=self.log_path(job_id), run_dir=run_dir, nproc=int(job["nproc"]))
+                                       log_path=self.log_path(job_id), run_dir=run_dir, nproc=int(job["nproc"]),
+                                       **where)
         except OSError as e:
             self.log(f"job {job_id}: cannot start: {e}")
             live.proc = None

@@ -6,6 +6,9 @@ open the store, create the admin token on first start (``STATE/admin.token``, mo
 the socket, write ``STATE/server.json`` (url and pid), then run the controller loop in a
 background thread and uvicorn in the main thread. SIGTERM or Ctrl-C stop the server; job
 processes keep running and the next server adopts them.
+
+With ``--executor ray`` the GPUs are those of a Ray cluster's nodes (``--ray-address``, or a local
+Ray instance started here), discovered after the state folder is locked; see ``ray_executor``.
 """
 
 from __future__ import annotations
@@ -23,10 +26,13 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tesserae.core.errors import InputError
 from tesserae.sim.runner import RunSpec
+
+if TYPE_CHECKING:
+    from tesserae.runtime.ray_executor import RayExecutor
 
 ADMIN_TOKEN_FILE = "admin.token"
 SERVER_FILE = "server.json"
@@ -42,6 +48,7 @@ class ServerOptions:
     state: Path
     run: RunSpec
     executor: str = "local"
+    ray_address: str | None = None
     virtual_gpus: int | None = None
     gpu_type: str = "v100"
     host: str = "127.0.0.1"
@@ -126,13 +133,26 @@ def serve(opts: ServerOptions) -> None:
     from tesserae.runtime.store import DB_NAME, Store
     from tesserae.sim.runner import build_scheduler
 
-    if opts.executor != "local":
-        raise InputError(f"unknown executor '{opts.executor}'; this version has: local (a Ray executor is "
-                         "planned, see docs/runtime.md)", field="executor")
+    if opts.executor not in ("local", "ray"):
+        raise InputError(f"unknown executor '{opts.executor}'; choose local or ray", field="executor")
+    if opts.executor == "local" and opts.ray_address is not None:
+        raise InputError("--ray-address goes with --executor ray", field="ray-address")
+    ray_executor = None
+    if opts.executor == "ray":
+        from tesserae.runtime.ray_executor import RayExecutor
+
+        if opts.ray_address is not None and opts.virtual_gpus is not None:
+            raise InputError("--virtual-gpus declares the GPUs of a local Ray instance; on a Ray cluster declare "
+                             "them per node with 'ray start --num-gpus N'", field="virtual-gpus")
+        ray_executor = RayExecutor(opts.ray_address, virtual_gpus=opts.virtual_gpus, gpu_type=opts.gpu_type,
+                                   grace_seconds=opts.grace_seconds, log=say)
+        ray_executor.check_address()
     check_policy(opts.run)
-    cluster, gpus = machine_cluster(discover(opts.virtual_gpus, opts.gpu_type))
+    if ray_executor is None:
+        cluster, gpus = machine_cluster(discover(opts.virtual_gpus, opts.gpu_type))
     model = load_profile(opts.profile)
-    scheduler = build_scheduler(cluster, model, opts.run)
+    if ray_executor is None:
+        scheduler = build_scheduler(cluster, model, opts.run)
 
     state = opts.state.resolve()
     try:
@@ -148,7 +168,14 @@ def serve(opts: ServerOptions) -> None:
             f"export TESSERAE_TOKEN=$(cat {token_path})")
     elif token_path.exists():
         say(f"admin token in {token_path}")
-    executor = LocalExecutor(gpus)
+    executor: LocalExecutor | RayExecutor
+    if ray_executor is not None:
+        ray_executor.connect(state, store)
+        assert ray_executor.cluster is not None
+        cluster, gpus, executor = ray_executor.cluster, ray_executor.gpus, ray_executor
+        scheduler = build_scheduler(cluster, model, opts.run)
+    else:
+        executor = LocalExecutor(gpus)
     controller = Controller(store, executor, scheduler, cluster, state,
                             ControllerConfig(round_seconds=opts.run.round_seconds, grace_seconds=opts.grace_seconds,
                                              event_driven=opts.event_driven, tick=opts.tick))
@@ -157,8 +184,11 @@ def serve(opts: ServerOptions) -> None:
         "executor": executor.name, "policy": opts.run.policy, "placement": opts.run.placement,
         "packing": opts.run.packing, "round_seconds": opts.run.round_seconds, "event_driven": opts.event_driven,
         "grace_seconds": opts.grace_seconds, "profile": model.name, "cluster": cluster.describe(),
-        "gpu_source": kind,
+        "gpu_source": kind if ray_executor is None else f"ray ({kind})",
     }
+    if ray_executor is not None:
+        info["ray_address"] = opts.ray_address or "local"
+        controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
     app = create_app(controller, info)
     sock = _bind(opts.host, opts.port)
     host, port = sock.getsockname()[:2]
@@ -168,7 +198,8 @@ def serve(opts: ServerOptions) -> None:
     if not _is_loopback(opts.host):
         say(f"warning: listening on {opts.host} without TLS: tokens cross the network in clear text; put a TLS "
             "proxy in front")
-    say(f"state {state}; {len(gpus)} {kind} GPU(s) ({cluster.describe()}); policy {opts.run.policy}, placement "
+    where = "" if ray_executor is None else f" on {ray_executor.describe_address()}"
+    say(f"state {state}; {len(gpus)} {kind} GPU(s) ({cluster.describe()}){where}; policy {opts.run.policy}, placement "
         f"{opts.run.placement}; rounds of {opts.run.round_seconds:g} s"
         f"{', event-driven' if opts.event_driven else ''}")
 
@@ -204,10 +235,16 @@ def serve(opts: ServerOptions) -> None:
     finally:
         stop.set()
         thread.join(timeout=30)
+        if ray_executor is not None:
+            ray_executor.close()
         store.close()
         with contextlib.suppress(FileNotFoundError):
             (state / SERVER_FILE).unlink()
         os.close(lock_fd)
-    say("stopped (running jobs keep running; the next server adopts them)")
+    if ray_executor is not None and ray_executor.started_ray:
+        say("stopped, and the local Ray instance with it (running jobs were stopped; they resume from their "
+            "checkpoints at the next start)")
+    else:
+        say("stopped (running jobs keep running; the next server adopts them)")
     if failed:
         raise SystemExit(1)

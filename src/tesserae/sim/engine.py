@@ -20,6 +20,7 @@ import numpy as np
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
+from tesserae.placement.base import runnable
 from tesserae.scheduler import Scheduler
 
 ProgressCallback = Callable[[float, int, int], None]
@@ -46,6 +47,7 @@ class SimResult:
     wall_seconds: float
     events: int
     scheduler_summary: dict[str, Any]
+    rejections: dict[str, int] = field(default_factory=dict)
 
 
 class Simulator:
@@ -65,6 +67,13 @@ class Simulator:
             np.full(t.n, self.config.restart_overhead)
         too_big = t.num_gpus > cluster.num_gpus
         t.status[too_big] = JobStatus.REJECTED
+        # A job the profile gives no rate on any GPU type of this cluster could never progress.
+        unrunnable = np.zeros(t.n, dtype=bool)
+        for ti, k in set(zip(t.type_idx.tolist(), t.num_gpus.tolist(), strict=True)):
+            if k <= cluster.num_gpus and not any(runnable(self.model, t.types[ti], k, g) for g in cluster.gpu_types):
+                unrunnable |= (t.type_idx == ti) & (t.num_gpus == k)
+        t.status[unrunnable] = JobStatus.REJECTED
+        self.rejections = {"too_large": int(too_big.sum()), "no_throughput_data": int(unrunnable.sum())}
         self.assignments: dict[int, Assignment] = {}
         self.active: dict[int, None] = {}  # insertion-ordered set of QUEUED or RUNNING rows
         self.run_rows = np.empty(0, dtype=np.int64)
@@ -266,4 +275,4 @@ class Simulator:
         timeline = {"time": tl[:, 0], "gpus_in_use": tl[:, 1], "queued": tl[:, 2], "running": tl[:, 3]}
         return SimResult(self.table, self.cluster, self.config, self.decision_seconds, timeline,
                          self.busy_gpu_seconds, time.perf_counter() - wall0, self.events,
-                         self.scheduler.summary())
+                         self.scheduler.summary(), self.rejections)

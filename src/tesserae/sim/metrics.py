@@ -57,6 +57,7 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
         "jobs": int(rows.size),
         "completed": int(done.size),
         "rejected": rejected,
+        "rejected_reasons": result.rejections,
         "unfinished": unfinished,
         "avg_jct": _stat(jct),
         "median_jct": _stat(jct, 50),

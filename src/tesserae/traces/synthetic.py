@@ -73,6 +73,40 @@ def arrival_rate(load: float, cluster: Cluster, mix: str | Mapping[int, float] =
     return load * cluster.num_gpus / mean_gpu_seconds
 
 
+def _has_data(model: ThroughputModel, job_type: str, gpus: int, cluster: Cluster) -> bool:
+    """Whether the profile has a positive rate for this job on some GPU type of the cluster."""
+    for gpu_type in (model.reference_gpu_type, *cluster.gpu_types):
+        try:
+            if model.rate(job_type, gpus, gpu_type, True) <= 0:
+                return False
+        except InputError:
+            return False
+    return True
+
+
+def _runnable_types(type_idx: np.ndarray, num_gpus: np.ndarray, types: list[str], cluster: Cluster,
+                    model: ThroughputModel, u: np.ndarray) -> np.ndarray:
+    """Redraw (uniformly, from ``u``) the types a measured profile has no data for at a job's GPU count.
+
+    The built-in model runs every type at every count, so the first draw stands unchanged; with a
+    measured profile (Gavel's has no 2-GPU k80 data for some models, say) a job only gets a type
+    that the profile measured for its GPU count on the reference type and every type of the cluster.
+    """
+    out = type_idx.copy()
+    for g in np.unique(num_gpus).tolist():
+        ok = [i for i, t in enumerate(types) if _has_data(model, t, int(g), cluster)]
+        if len(ok) == len(types):
+            continue
+        if not ok:
+            raise InputError(f"the profile '{model.name}' has no job type measured on {g} GPUs of every GPU type "
+                             f"of the cluster ({', '.join(cluster.gpu_types)}); choose another --gpu-mix or cluster",
+                             field="gpu-mix")
+        sel = num_gpus == g
+        bad = sel & ~np.isin(type_idx, ok)
+        out[bad] = np.asarray(ok)[(u[bad] * len(ok)).astype(np.int64)]
+    return out
+
+
 def generate_workload(num_jobs: int, load: float, cluster: Cluster, model: ThroughputModel, seed: int,
                       gpu_mix: str | Mapping[int, float] = "gavel",
                       duration: str = "philly") -> list[JobSpec]:
@@ -99,6 +133,7 @@ def generate_workload(num_jobs: int, load: float, cluster: Cluster, model: Throu
     hi = np.array([b for _, _, b in parts])[part]
     durations = DURATION_SCALE * 10.0 ** rng.uniform(lo, hi)
     type_idx = rng.integers(len(types), size=n)
+    type_idx = _runnable_types(type_idx, num_gpus, types, cluster, model, rng.random(n))
 
     rate = RateCache(model)
     return [
