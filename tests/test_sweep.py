@@ -31,7 +31,9 @@ def test_ray_sweep_matches_local_sweep() -> None:
     ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'tesserae[ray]')")
     cluster = parse_cluster_spec("2x4")
     local = run_sweep(_points(), WorkloadSpec(jobs=30), cluster, DefaultModel())
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    if ray.is_initialized():  # another test in this worker left a connection open
+        ray.shutdown()
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         remote = run_sweep(_points(), WorkloadSpec(jobs=30), cluster, DefaultModel(), ray_address="auto")
     finally:
