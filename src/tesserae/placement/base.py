@@ -101,15 +101,24 @@ class RoundPlacer:
         self.pool = GpuPool(cluster)
         self.assigned: dict[int, Assignment] = {}
 
+    def runnable_types(self, row: int) -> tuple[int, ...]:
+        """GPU types (indices) on which this job has a positive rate, in cluster order."""
+        key = (int(self.table.type_idx[row]), int(self.table.num_gpus[row]))
+        cache = self.__dict__.setdefault("_runnable_cache", {})
+        ok = cache.get(key)
+        if ok is None:
+            c, job_type = self.cluster, self.table.types[key[0]]
+            ok = tuple(t for t in range(len(c.gpu_types)) if runnable(self.model, job_type, key[1], c.gpu_types[t]))
+            cache[key] = ok
+        return ok
+
     def type_order(self, row: int) -> list[int]:
         """GPU types this job can run on, most free GPUs first (ties: cluster order).
 
         Type-blind placements use this: they do not prefer fast types, but they do not pile every
         job onto whichever type the cluster spec happens to list first either.
         """
-        c = self.cluster
-        job_type, k = self.table.types[int(self.table.type_idx[row])], int(self.table.num_gpus[row])
-        ok = [t for t in range(len(c.gpu_types)) if runnable(self.model, job_type, k, c.gpu_types[t])]
+        ok = list(self.runnable_types(row))
         if len(ok) > 1:
             free = self.pool.free_by_type
             ok.sort(key=lambda t: -int(free[t]))

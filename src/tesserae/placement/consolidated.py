@@ -69,6 +69,11 @@ class ConsolidatedPlacer(RoundPlacer):
         self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
         self.held_total = 0
         self.evicted: set[int] = set()
+        # Gang shapes (size, runnable types) that found no layout this round. Taking GPUs and keeping
+        # running jobs only shrink what is available, so a failure stays a failure; only an eviction
+        # (held GPUs returned to the pool) can make the unheld-only layout feasible again.
+        self._failed_unheld: set[tuple[int, tuple[int, ...]]] = set()
+        self._failed_any: set[tuple[int, tuple[int, ...]]] = set()
         if previous:
             rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
             sizes = np.fromiter((len(a.gpus) for a in previous.values()), dtype=np.int64, count=len(previous))
@@ -103,6 +108,7 @@ class ConsolidatedPlacer(RoundPlacer):
         self.owner[list(gpus)] = -1
         self.pool.release(gpus)
         self.evicted.add(row)
+        self._failed_unheld.clear()
 
     def _take(self, row: int, layout: list[tuple[int, int]], mask: np.ndarray | None = None) -> None:
         """Take ``layout`` (unheld GPUs first, evicting holders only for the rest)."""
@@ -148,10 +154,18 @@ class ConsolidatedPlacer(RoundPlacer):
         kept = self._keep_previous(row)
         if kept is not None:
             return kept
-        layout = self.layout_for(row, self.pool.node_free)
+        shape = (int(self.table.num_gpus[row]), self.runnable_types(row))
+        layout = None
+        if shape not in self._failed_unheld:
+            layout = self.layout_for(row, self.pool.node_free)
+            if layout is None:
+                self._failed_unheld.add(shape)
         if layout is None:
+            if shape in self._failed_any:
+                return False
             layout = self.layout_for(row, self.pool.node_free + self.node_reserved_free)
             if layout is None:
+                self._failed_any.add(shape)
                 return False
         self._take(row, layout)
         return True
