@@ -18,7 +18,8 @@ import time
 
 from _report import SHARED_DATA, machine, today, update_section
 
-DEFAULT_CONFIGS = ["fifo:consolidated", "tiresias-las:consolidated", "tiresias-las:tesserae+packing"]
+DEFAULT_CONFIGS = ["fifo:consolidated", "tiresias-las:consolidated", "tiresias-las:tiresias",
+                   "tiresias-las:tesserae+packing", "las:tesserae+packing"]
 
 
 def run_one(label: str, cluster: str, trace: str) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.profiles.default_model import DefaultModel
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import RunSpec, parse_run_label, simulate
 from tesserae.traces import generate_workload
 
 GOLDEN = {
@@ -21,6 +21,14 @@ GOLDEN = {
     ("las:first-fit", False): (136961.06897074752, 1752778.1524985936, 10773, 4719),
     ("las:consolidated", False): (121522.04979520665, 1657348.1524985936, 7247, 0),
     ("srtf:consolidated", False): (82535.24979520668, 1683178.152498594, 285, 0),
+    # Recorded when the Tiresias and Tesserae policies landed, before the scale work of issue 5.
+    ("tiresias-las:consolidated", False): (143523.4497952067, 1780690.2641566915, 293, 0),
+    ("tiresias-las:tiresias", False): (137801.7464027196, 1567672.1652058514, 282, 22),
+    ("tiresias-gittins:tiresias", False): (121855.3815835043, 1791718.1524985933, 973, 72),
+    ("tiresias-las:tesserae", False): (156250.64979520664, 1681888.1524985936, 394, 37),
+    ("tiresias-las:tesserae+packing", False): (132297.4427883612, 1659676.152498594, 197, 542),
+    ("las:tesserae+packing", False): (102967.88400757058, 1620342.0516225074, 1409, 751),
+    ("gavel-maxmin:gavel+packing", False): (97857.35657011544, 1764838.152498594, 4962, 1760),
 }
 
 
@@ -29,8 +37,8 @@ def test_fixed_workload_results_are_pinned(label: str, no_backfill: bool) -> Non
     cluster = parse_cluster_spec("4x4")
     model = DefaultModel()
     specs = generate_workload(200, 1.3, cluster, model, seed=11)
-    policy, placement = label.split(":")
-    _, s = simulate(specs, cluster, model, RunSpec(policy=policy, placement=placement, no_backfill=no_backfill))
+    run = parse_run_label(label, RunSpec(no_backfill=no_backfill))
+    _, s = simulate(specs, cluster, model, run)
     avg_jct, makespan, preemptions, migrations = GOLDEN[(label, no_backfill)]
     assert s["completed"] == 200
     assert s["avg_jct"] == pytest.approx(avg_jct, rel=1e-9)
