@@ -52,7 +52,8 @@ class Scheduler:
         # Smallest gang at or after each position: the walk ends once nothing behind can fit.
         suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
         no_backfill = self.config.no_backfill
-        for i, row in enumerate(order.tolist()):
+        start = self._keep_running_prefix(placer, order, previous)
+        for i, row in enumerate(order[start:].tolist(), start):
             free = placer.free
             if suffix_min[i] > free:
                 break
@@ -67,6 +68,23 @@ class Scheduler:
         assignments = placer.finish()
         pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
         return Plan.diff(now, dict(previous), assignments, pairs)
+
+    @staticmethod
+    def _keep_running_prefix(placer: Any, order: np.ndarray, previous: Mapping[int, Assignment]) -> int:
+        """Admit in bulk the leading run of ``order`` that ran last round, where the placer can.
+
+        Until the first new job in priority order nothing can have taken a running job's GPUs, so a
+        placer that keeps running jobs in place admits that whole prefix exactly as one by one.
+        """
+        keep = getattr(placer, "keep_running_prefix", None)
+        if keep is None or not previous or order.size == 0:
+            return 0
+        prev_rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
+        ran = np.isin(order, prev_rows)
+        n = int(order.size if ran.all() else np.argmin(ran))
+        if n:
+            keep(order[:n])
+        return n
 
     def summary(self) -> dict[str, Any]:
         return {**self.policy.summary(), **self.placement.summary()}

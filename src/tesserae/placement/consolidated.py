@@ -10,6 +10,7 @@ Continuing jobs cost O(1) each: their GPUs are held for them in bulk when the ro
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import chain
 
 import numpy as np
 
@@ -77,7 +78,8 @@ class ConsolidatedPlacer(RoundPlacer):
         if previous:
             rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
             sizes = np.fromiter((len(a.gpus) for a in previous.values()), dtype=np.int64, count=len(previous))
-            gpus = np.fromiter((g for a in previous.values() for g in a.gpus), dtype=np.int64, count=int(sizes.sum()))
+            gpus = np.fromiter(chain.from_iterable(a.gpus for a in previous.values()), dtype=np.int64,
+                               count=int(sizes.sum()))
             self.owner[gpus] = np.repeat(rows, sizes)
             self.pool.take(gpus)
             self.held_total = int(gpus.size)
@@ -127,6 +129,20 @@ class ConsolidatedPlacer(RoundPlacer):
                     self._evict(v)
                     short -= held_here
         self.assigned[row] = Assignment(row, self.pool.take_nodes(layout, mask))
+
+    def keep_running_prefix(self, rows: np.ndarray) -> None:
+        """Admit jobs that ran last round and come first in priority order, all at once.
+
+        Called before any other admission: nothing has been evicted yet, so each keeps its GPUs.
+        """
+        prev, assigned = self.previous, self.assigned
+        kept = [prev[r] for r in rows.tolist()]
+        for a in kept:
+            assigned[a.row] = a if a.partner is None else Assignment(a.row, a.gpus)
+        gpus = np.fromiter(chain.from_iterable(a.gpus for a in kept), dtype=np.int64)
+        held = np.asarray(self._node_held) - np.bincount(self.cluster.gpu_node[gpus], minlength=self.cluster.num_nodes)
+        self._node_held = held.tolist()
+        self.held_total -= int(gpus.size)
 
     def _keep_previous(self, row: int) -> bool | None:
         """True: kept its GPUs; False: preempted; None: not a continuing job (or may move)."""
