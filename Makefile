@@ -16,7 +16,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/tesserae compare --run "fifo(no-backfill)" --run fifo --run las --run srtf \
+	$(BIN)/tesserae compare --run "fifo(no-backfill)" --run fifo --run srtf --run tiresias-las:tiresias \
+		--run las:tesserae+packing \
 		--jobs 400 --load 1.5 --cluster 16x4 --seed 1 --out out/demo
 
 test: $(STAMP)
