@@ -173,33 +173,48 @@ def main() -> None:
                   f"p95 {row['p95_s']:.4f} s  ({row['rounds']} rounds)", flush=True)
             if row["over_limit"]:
                 break
-    if args.json or args.gpus:
-        return  # ad-hoc runs do not rewrite BENCHMARKS.md
+    if args.json or args.jobs:
+        return  # ad-hoc runs (other job counts, JSON output) do not touch BENCHMARKS.md
+    # Keep every measured row in a JSON file, so a partial rerun (--gpus, --configs) replaces only
+    # its own rows; each row carries the date and command of its own run.
+    store = ROOT / "docs" / "benchmarks" / "round_latency.json"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    saved = json.loads(store.read_text()) if store.exists() else []
+    stamp = {"date": today(), "command": ".venv/bin/python benchmarks/round_latency.py " + " ".join(sys.argv[1:])}
+    for r in rows:
+        r.update(stamp)
+    def key(r: dict) -> tuple[str, int]:
+        return r.get("label") or f"{r['policy']}:{r['placement']}{'+packing' if r['packing'] else ''}", r["gpus"]
+
+    fresh = {key(r) for r in rows}
+    rows = sorted([r for r in saved if key(r) not in fresh] + rows,
+                  key=lambda r: (CONFIGS.index(key(r)[0]) if key(r)[0] in CONFIGS else 99, r["gpus"]))
+    store.write_text(json.dumps(rows, indent=1) + "\n")
     ok = [r for r in rows if "error" not in r]
     png = ROOT / "docs" / "benchmarks" / "round_latency.png"
-    png.parent.mkdir(parents=True, exist_ok=True)
     plot(ok, png)
     lines = [
         "## Decision latency at scale (`benchmarks/round_latency.py`)",
         "",
-        f"Command: `.venv/bin/python benchmarks/round_latency.py --rounds {args.rounds}`. Machine: {machine()}. "
-        f"Date: {today()}.",
+        f"Command: `.venv/bin/python benchmarks/round_latency.py --rounds 20` (rows re-measured alone name their "
+        f"own command in `docs/benchmarks/round_latency.json`). Machine: {machine()}. Updated: {today()}.",
         f"Each row: median and p95 wall time of one whole decision over {args.rounds} evolving rounds after "
         f"{WARMUP_ROUNDS} warm-up rounds (cold start shown apart); ~1.2 active jobs per GPU; 8 GPUs a node. "
         "Plot: `docs/benchmarks/round_latency.png`.",
         "",
-        "| configuration | GPUs | active jobs (median) | median (s) | p95 (s) | max (s) | cold start (s) | rounds |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| configuration | GPUs | active jobs (median) | median (s) | p95 (s) | max (s) | cold start (s) | rounds "
+        "| measured |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['label']} | {r['gpus']} | {r['jobs']} | not measured: {r['error']} | | | | |")
+            lines.append(f"| {r['label']} | {r['gpus']} | {r['jobs']} | not measured: {r['error']} | | | | | |")
             continue
         label = f"{r['policy']}:{r['placement']}{'+packing' if r['packing'] else ''}"
         note = " (stopped: a round took over 60 s)" if r["over_limit"] else (" (cut short by budget)"
                                                                              if r["cut_short"] else "")
         lines.append(f"| {label} | {r['gpus']} | {r['active_jobs_median']} | {r['median_s']:.4f} | {r['p95_s']:.4f} "
-                     f"| {r['max_s']:.4f} | {r['cold_start_s']:.4f} | {r['rounds']}{note} |")
+                     f"| {r['max_s']:.4f} | {r['cold_start_s']:.4f} | {r['rounds']}{note} | {r['date']} |")
     update_section("round_latency", "\n".join(lines))
     print("\n".join(lines))
 
