@@ -21,7 +21,7 @@ GOLDEN = {
     ("las:first-fit", False): (136961.06897074752, 1752778.1524985936, 10773, 4719),
     ("las:consolidated", False): (121522.04979520665, 1657348.1524985936, 7247, 0),
     ("srtf:consolidated", False): (82535.24979520668, 1683178.152498594, 285, 0),
-    # Recorded when the Tiresias and Tesserae policies landed, before the scale work of issue 5.
+    # Recorded when the Tiresias and Tesserae policies landed, before the bulk admission of running jobs.
     ("tiresias-las:consolidated", False): (143523.4497952067, 1780690.2641566915, 293, 0),
     ("tiresias-las:tiresias", False): (137801.7464027196, 1567672.1652058514, 282, 22),
     ("tiresias-gittins:tiresias", False): (121855.3815835043, 1791718.1524985933, 973, 72),
