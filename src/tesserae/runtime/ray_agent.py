@@ -1,0 +1,211 @@
+"""The node agent of the ``ray`` executor: one Ray actor per node, pinned there, that starts and stops
+the job processes of that node.
+
+It is a plain class here; ``ray_executor`` turns it into a Ray actor with ``num_cpus=0``, the node's
+GPUs (``num_gpus`` = all of them: Ray then hands it their ids, and no other Ray work can take them),
+``NodeAffinitySchedulingStrategy(node, soft=False)``, ``max_restarts=0`` and a detached lifetime
+under a name derived from the server's state folder and the node id, so that a restarted
+controller finds the same agent and adopts the runs it holds (see ``ray_executor``).
+
+A part of a run is started through ``ray_launcher`` (detached from this worker; it watches this
+process and kills its job the moment the agent is gone). Its identity is the launcher's pid and
+kernel start time; its end is the launcher's ``exit.json`` in the part folder. Every job process
+carries ``TESSERAE_RUN_MARKER`` (the run folder, as with the local executor) and
+``TESSERAE_RAY_PART`` (the part folder), so leftovers are found and killed by marker.
+
+The agent exits by itself once it holds no live part and no controller has called it for
+``idle_seconds``: a server that is gone for good leaves nothing behind but finished runs' files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tesserae.runtime import procs, ray_launcher
+
+AGENT_VERSION = 1
+PART_VAR = ray_launcher.PART_VAR
+LAUNCHER = str(Path(ray_launcher.__file__).resolve())
+# Variables a Ray worker has that a job should not inherit from it.
+_DROP = ("OMP_NUM_THREADS", "SPT_NOENV", "CUDA_VISIBLE_DEVICES")
+
+
+class NodeAgent:
+    def __init__(self, node_id: str, idle_seconds: float = 600.0) -> None:
+        self.node_id = node_id
+        self.idle_seconds = idle_seconds
+        self.parts: dict[str, dict[str, Any]] = {}
+        self.last_call = time.monotonic()
+        self.pid = os.getpid()
+        self.ticks = procs.start_ticks(self.pid)
+        self._lock = threading.Lock()
+        threading.Thread(target=self._idle_watch, name="tesserae-agent-idle", daemon=True).start()
+
+    # ------------------------------------------------------------------ housekeeping
+    def _touch(self) -> None:
+        self.last_call = time.monotonic()
+
+    def _alive(self, part: dict[str, Any]) -> bool:
+        return procs.alive(part["pid"], part["ticks"])
+
+    def _idle_watch(self) -> None:
+        while True:
+            time.sleep(min(5.0, max(0.5, self.idle_seconds / 4)))
+            with self._lock:
+                busy = any(self._alive(p) for p in self.parts.values())
+            if not busy and time.monotonic() - self.last_call > self.idle_seconds:
+                import ray
+
+                ray.kill(ray.get_runtime_context().current_actor)
+                return
+
+    # ------------------------------------------------------------------ queries
+    def info(self, default_type: str) -> dict[str, Any]:
+        """Who this agent is and the GPUs it holds: named by NVML where it works, else declared ones of
+        ``default_type`` (the node's Ray accelerator type, or the server's --gpu-type)."""
+        import ray
+
+        self._touch()
+        ids = [str(i) for i in ray.get_gpu_ids()]
+        names: dict[str, tuple[str, float | None]] = {}
+        with contextlib.suppress(Exception):  # no NVML here: the GPUs are declared ones
+            from tesserae.runtime.gpus import nvml_gpus
+
+            names = {g.device: (g.name, g.memory_gb) for g in nvml_gpus()}
+        from tesserae.runtime.gpus import gpu_type_of
+
+        gpus = []
+        for d in ids:
+            if d in names:
+                name, mem = names[d]
+                gpus.append((d, gpu_type_of(name), name, mem, False))
+            else:
+                gpus.append((d, default_type, f"virtual {default_type}", None, True))
+        return {"node_id": self.node_id, "ip": ray.util.get_node_ip_address(), "hostname": socket.gethostname(),
+                "pid": self.pid, "ticks": self.ticks, "version": AGENT_VERSION, "gpus": gpus,
+                "python": sys.executable}
+
+    def free_port(self) -> int:
+        """A TCP port free on this node now (for MASTER_PORT of a gang whose rank 0 runs here)."""
+        self._touch()
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            return int(s.getsockname()[1])
+
+    def poll(self) -> dict[str, dict[str, Any]]:
+        """State of every part this agent started: alive, or its end (code, time, orphaned)."""
+        self._touch()
+        out = {}
+        with self._lock:
+            for key, part in self.parts.items():
+                if self._alive(part):
+                    out[key] = {"alive": True}
+                else:
+                    rec = ray_launcher.read_exit(key) or {"code": None, "time": None, "orphaned": False}
+                    out[key] = {"alive": False, **rec}
+        return out
+
+    def status(self, part_dirs: list[str]) -> dict[str, dict[str, Any]]:
+        """Like ``poll`` for the given parts, also those this agent does not know (started by an agent
+        that died, or whose record was forgotten): their ``exit.json`` or, failing that, 'unknown'."""
+        self._touch()
+        known = self.poll()
+        out = {}
+        for d in part_dirs:
+            if d in known:
+                out[d] = {"known": True, **known[d]}
+            else:
+                rec = ray_launcher.read_exit(d)
+                out[d] = {"known": False, "alive": False, **(rec or {"code": None, "time": None, "orphaned": False})}
+        return out
+
+    # ------------------------------------------------------------------ actions
+    def _base_env(self) -> dict[str, str]:
+        return {k: v for k, v in os.environ.items()
+                if not k.startswith(("RAY_", "TESSERAE_")) and k not in _DROP
+                and not (k == "PYTHONBREAKPOINT" and v.startswith("ray."))}
+
+    def spawn(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Start one part: returns ``{"pid", "ticks"}``, or ``{"error"}`` when it cannot start."""
+        self._touch()
+        part_dir, log = spec["part_dir"], spec["log"]
+        try:
+            Path(part_dir).mkdir(parents=True, exist_ok=True)
+            Path(log).parent.mkdir(parents=True, exist_ok=True)
+            Path(spec["cwd"]).mkdir(parents=True, exist_ok=True)
+            env = self._base_env()
+            env.update(spec["env"])
+            env[procs.MARKER_VAR] = spec["marker"]
+            env[PART_VAR] = part_dir
+            cmd = [sys.executable, "-I", LAUNCHER, part_dir, log, str(spec["nproc"]), str(spec["first_rank"]),
+                   str(spec["world"]), str(self.pid), str(self.ticks if self.ticks is not None else "-"), "--",
+                   *spec["argv"]]
+            with self._lock:
+                p = subprocess.Popen(cmd, cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, close_fds=True)
+                line = p.stdout.readline() if p.stdout is not None else b""
+                p.wait()
+                if p.stdout is not None:
+                    p.stdout.close()
+                if not line.strip().isdigit():
+                    return {"error": f"the part launcher did not start (exit code {p.returncode})"}
+                pid = int(line)
+                self.parts[part_dir] = {"pid": pid, "ticks": procs.start_ticks(pid), "marker": spec["marker"],
+                                        "started": time.time()}
+        except OSError as e:
+            return {"error": e.strerror or str(e)}
+        return {"pid": pid, "ticks": self.parts[part_dir]["ticks"]}
+
+    def signal(self, part_dirs: list[str], signum: int) -> None:
+        """Send ``signum`` to the launchers of these parts (SIGTERM: the launcher forwards it)."""
+        self._touch()
+        with self._lock:
+            for d in part_dirs:
+                part = self.parts.get(d)
+                if part is not None and self._alive(part):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(part["pid"], signum)
+
+    def kill(self, part_dirs: list[str]) -> None:
+        """SIGKILL these parts: the launcher's process group and every process carrying the part marker."""
+        self._touch()
+        with self._lock:
+            for d in part_dirs:
+                part = self.parts.get(d)
+                if part is not None and self._alive(part):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(part["pid"], signal.SIGKILL)
+                procs.kill_pids(procs.pids_with_marker(d, PART_VAR))
+
+    def pids_with_marker(self, marker: str) -> list[int]:
+        self._touch()
+        return procs.pids_with_marker(marker)
+
+    def kill_marker(self, marker: str) -> int:
+        """SIGKILL every process of a run on this node (found by its run marker)."""
+        self._touch()
+        pids = procs.pids_with_marker(marker)
+        procs.kill_pids(pids)
+        return len(pids)
+
+    def forget(self, part_dirs: list[str]) -> None:
+        """The controller has recorded how these parts ended: drop them."""
+        self._touch()
+        with self._lock:
+            for d in part_dirs:
+                part = self.parts.get(d)
+                if part is not None and not self._alive(part):
+                    del self.parts[d]
+
+    def busy(self) -> bool:
+        with self._lock:
+            return any(self._alive(p) for p in self.parts.values())
