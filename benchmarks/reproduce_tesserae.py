@@ -552,9 +552,10 @@ def adaptations() -> list[str]:
             "The Tiresias baseline gets skew = 1 - median over GPU counts of (spread / consolidated throughput on "
             "v100), so a job that loses more than the placement's threshold (40%) when spread is kept consolidated. "
             "Without it, Tiresias spreads LM jobs that run 10x slower spread, and loses for that reason alone.",
-            "- **Mixed cluster**: the type-blind placements (consolidated, Tiresias, first-fit) may place a job on "
-            "a GPU type it does not fit (ResNet-50 batch 128 on 2+ k80 GPUs reads 0.0 in Gavel's table); the "
-            "workloads leave that job class out so that every baseline can run.",
+            "- **Mixed cluster**: the type-blind placements (consolidated, Tiresias, first-fit) take, among the GPU "
+            "types where the profile gives the job a positive rate, the one with the most free GPUs; they do not "
+            "prefer fast types, which is why their makespans are long here. The workloads leave out the job class "
+            "that Gavel's table cannot run on every type (ResNet-50 batch 128 on 2+ k80 GPUs reads 0.0).",
             "- **Gavel**: max-min over normalised throughput with GPU-count scale factors, solved with HiGHS; a "
             "second LP maximises total normalised throughput at the max-min optimum (see "
             "`scheduling/gavel_maxmin.py`). With packing one variable per pair of same-size jobs. The allocation is "

@@ -28,7 +28,13 @@ STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition") -> Any:
-    """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds."""
+    """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds.
+
+    Timeouts are stretched by ``TESSERAE_TEST_TIMEOUT_SCALE`` (default 3): CI machines have two
+    cores shared by two test workers, Ray and job processes, so a step that takes one second on an
+    idle machine can take ten. A failing condition only fails later; a passing one is not slower.
+    """
+    timeout *= float(os.environ.get("TESSERAE_TEST_TIMEOUT_SCALE", "3"))
     deadline = time.monotonic() + timeout
     while True:
         value = cond()
