@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from tesserae.cli_options import parse_queues
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.throughput import ThroughputModel
@@ -56,18 +57,6 @@ SkewOpt = Annotated[float | None, typer.Option("--skew-threshold", help="Tiresia
 WindowOpt = Annotated[str | None, typer.Option("--measure-jobs", help="Measurement window of job ids, "
                                                "LO:HI (half-open).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
-
-
-def _parse_queues(text: str | None) -> tuple[float, ...] | None:
-    if text is None:
-        return None
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise InputError(f"'{text}' is not a comma-separated list of numbers", field="queues") from None
-    if not values or any(v <= 0 for v in values) or list(values) != sorted(values):
-        raise InputError(f"'{text}' must be positive, increasing thresholds", field="queues")
-    return values
 
 
 def _parse_window(text: str | None) -> tuple[int, int] | None:
@@ -163,7 +152,7 @@ def simulate(
 
     run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds,
                   restart_overhead=restart_overhead, no_backfill=no_backfill, event_driven=event_driven,
-                  packing=packing, queues=_parse_queues(queues), promote_knob=promote_knob,
+                  packing=packing, queues=parse_queues(queues), promote_knob=promote_knob,
                   gittins_prior=gittins_prior, skew_threshold=skew_threshold)
     window = _parse_window(measure_jobs)
     cl, model = _load_setup(cluster, profile)
@@ -214,7 +203,7 @@ def compare(
 
     base = RunSpec(placement=placement, round_seconds=round_seconds, restart_overhead=restart_overhead,
                    no_backfill=no_backfill, event_driven=event_driven, packing=packing,
-                   queues=_parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,
+                   queues=parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,
                    skew_threshold=skew_threshold)
     runs = [parse_run_label(label, base) for label in run]
     window = _parse_window(measure_jobs)

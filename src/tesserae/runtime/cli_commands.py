@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 from typer.core import TyperCommand
 
+from tesserae.cli_options import parse_queues
 from tesserae.core.errors import InputError
 
 console = Console()
@@ -56,18 +57,6 @@ class OneLineErrors(TyperCommand):
     @staticmethod
     def _one_line(ctx: Any, e: Any) -> InputError:
         return InputError(f"{' '.join(e.format_message().split())} (see 'tesserae {ctx.info_name} --help')")
-
-
-def _parse_queues(text: str | None) -> tuple[float, ...] | None:
-    if text is None:
-        return None
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise InputError(f"'{text}' is not a comma-separated list of numbers", field="queues") from None
-    if not values or any(v <= 0 for v in values) or list(values) != sorted(values):
-        raise InputError(f"'{text}' must be positive, increasing thresholds", field="queues")
-    return values
 
 
 def _duration(seconds: float | None) -> str:
@@ -152,7 +141,7 @@ def register(app: typer.Typer) -> None:
         from tesserae.sim.runner import RunSpec
 
         run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds, packing=packing,
-                      no_backfill=no_backfill, queues=_parse_queues(queues), promote_knob=promote_knob,
+                      no_backfill=no_backfill, queues=parse_queues(queues), promote_knob=promote_knob,
                       gittins_prior=gittins_prior, skew_threshold=skew_threshold, event_driven=event_driven)
         serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address,
                             virtual_gpus=virtual_gpus, gpu_type=gpu_type,
