@@ -8,20 +8,14 @@ job) are reused as they are.
 from __future__ import annotations
 
 import contextlib
-import json
-import os
-import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
 
-from rt_helpers import PY, REPO, Server, kill_jobs, runs_of, toy, toy_value, wait_for
+from rt_helpers import PY, REPO, Server, kill_jobs, runs_of, start_server, toy, toy_value, wait_for
 
 __all__ = ["PY", "RANK_JOB", "REPO", "RayCluster", "Server", "kill_jobs", "runs_of", "start_ray_server", "toy",
            "toy_value", "wait_for"]
@@ -82,33 +76,5 @@ class RayCluster:
 def start_ray_server(state: Path, address: str, *extra: str, policy: str = "fifo", round_seconds: float = 1.0,
                      grace: float = 3.0, env: dict[str, str] | None = None, timeout: float = 90.0) -> Server:
     """Start `tesserae server --executor ray --ray-address ADDRESS`; return once it answers /healthz."""
-    state.mkdir(parents=True, exist_ok=True)
-    info = state / "server.json"
-    if info.exists():
-        info.unlink()
-    output = state.parent / f"{state.name}-server-{time.monotonic_ns()}.log"
-    cmd = [PY, "-m", "tesserae.cli", "server", "--state", str(state), "--executor", "ray", "--ray-address", address,
-           "--host", "127.0.0.1", "--port", "0", "--round-seconds", str(round_seconds), "--policy", policy,
-           "--grace-seconds", str(grace), *extra]
-    base = {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
-    with output.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**base, **(env or {})})
-
-    def ready() -> str | None:
-        if proc.poll() is not None:
-            raise AssertionError(f"server exited with {proc.returncode}:\n{output.read_text()}")
-        try:
-            doc = json.loads(info.read_text())
-        except (OSError, ValueError):
-            return None
-        if doc.get("pid") != proc.pid:
-            return None
-        try:
-            ok = httpx.get(doc["url"] + "/healthz", timeout=2.0).status_code == 200
-        except httpx.HTTPError:
-            return None
-        return str(doc["url"]) if ok else None
-
-    url = wait_for(ready, timeout, 0.1, "the server to listen")
-    token = (state / "admin.token").read_text().strip()
-    return Server(state, proc, url, token, output)
+    return start_server(state, *extra, policy=policy, round_seconds=round_seconds, grace=grace, env=env,
+                        timeout=timeout, executor_args=("--executor", "ray", "--ray-address", address))

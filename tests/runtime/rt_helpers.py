@@ -112,14 +112,18 @@ class Server:
 
 def start_server(state: Path, *extra: str, gpus: int = 2, policy: str = "las", round_seconds: float = 1.0,
                  grace: float = 5.0, env: dict[str, str] | None = None, timeout: float = 30.0,
-                 wait: bool = True) -> Server:
-    """Start a server; with ``wait`` (default) return once it answers /healthz."""
+                 wait: bool = True, executor_args: tuple[str, ...] | None = None) -> Server:
+    """Start a server; with ``wait`` (default) return once it answers /healthz.
+
+    ``executor_args`` replaces ``--virtual-gpus GPUS`` (the Ray tests pass ``--executor ray ...``).
+    """
     state.mkdir(parents=True, exist_ok=True)
     info = state / "server.json"
     if info.exists():
         info.unlink()
     output = state.parent / f"{state.name}-server-{time.monotonic_ns()}.log"
-    cmd = [PY, "-m", "tesserae.cli", "server", "--state", str(state), "--virtual-gpus", str(gpus), "--host",
+    where = executor_args if executor_args is not None else ("--virtual-gpus", str(gpus))
+    cmd = [PY, "-m", "tesserae.cli", "server", "--state", str(state), *where, "--host",
            "127.0.0.1", "--port", "0", "--round-seconds", str(round_seconds), "--policy", policy,
            "--grace-seconds", str(grace), *extra]
     base = {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
