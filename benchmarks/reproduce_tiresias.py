@@ -46,6 +46,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from _report import machine
 from tesserae.core.jobs import JobSpec, JobStatus
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.scheduling.tiresias_gittins import GittinsIndex, read_gittins_prior
@@ -246,16 +247,7 @@ def _sensitivity_plot(sweeps: dict[str, dict[str, list[tuple[float, float]]]], s
 
 
 def _machine() -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    system = f"{platform.system()} {platform.release()}"
-    return f"{os.cpu_count()} CPUs (nproc), {cpu}, {system}, Python {platform.python_version()}"
+    return f"{machine()}, kernel {platform.release()}"
 
 
 def _commit() -> str:
