@@ -101,6 +101,16 @@ class RoundPlacer:
         self.pool = GpuPool(cluster)
         self.assigned: dict[int, Assignment] = {}
 
+    def job_class(self, row: int) -> tuple[str, int]:
+        """(job type, GPU count): what throughputs and pair gains depend on."""
+        t = self.table
+        return t.types[int(t.type_idx[row])], int(t.num_gpus[row])
+
+    def previous_type(self, row: int) -> int:
+        """The GPU type the job ran on last round, -1 if it did not run."""
+        a = self.previous.get(row)
+        return -1 if a is None else int(self.cluster.gpu_type[a.gpus[0]])
+
     def runnable_types(self, row: int) -> tuple[int, ...]:
         """GPU types (indices) on which this job has a positive rate, in cluster order."""
         key = (int(self.table.type_idx[row]), int(self.table.num_gpus[row]))

@@ -56,23 +56,15 @@ class GavelPlacer(RoundPlacer):
     def free(self) -> int:
         return self._free
 
-    def _class(self, row: int) -> tuple[str, int]:
-        t = self.table
-        return t.types[int(t.type_idx[row])], int(t.num_gpus[row])
-
-    def _prev_type(self, row: int) -> int:
-        a = self.previous.get(row)
-        return -1 if a is None else int(self.cluster.gpu_type[a.gpus[0]])
-
     def try_admit(self, row: int) -> bool:
-        jt, k = self._class(row)
+        jt, k = self.job_class(row)
         prefs = self.book.prefs(jt, k)
         if self.type_pref is not None:
             names = self.cluster.gpu_types
             advised = [names.index(n) for n in self.type_pref(row) if n in names]
             order = [t for t in advised if t in prefs] + [t for t in prefs if t not in advised]
         else:
-            pt = self._prev_type(row)
+            pt = self.previous_type(row)
             order = ([pt] if pt in prefs else []) + [t for t in prefs if t != pt]
         t = next((t for t in order if self.free_t[t] >= k), -1)
         if t < 0:
@@ -97,7 +89,7 @@ class GavelPlacer(RoundPlacer):
         paired: set[int] = set()
 
         def ok(h: int, o: int) -> bool:
-            (a, ka), (b, kb) = self._class(h), self._class(o)
+            (a, ka), (b, kb) = self.job_class(h), self.job_class(o)
             return ka == kb and self.book.pair(a, ka, b, kb, self.type_of[h])[0] > 0
 
         if self.pair_pref is not None:
@@ -115,12 +107,12 @@ class GavelPlacer(RoundPlacer):
                     paired.update((h, o))
         else:
             for o in overflow:
-                b, kb = self._class(o)
+                b, kb = self.job_class(o)
                 best, best_gain = -1, self.owner.pack_threshold
                 for h in reversed(self.hosts):
                     if h in paired:
                         continue
-                    a, ka = self._class(h)
+                    a, ka = self.job_class(h)
                     if ka != kb:
                         continue
                     g = self.book.gain(a, ka, b, kb, self.type_of[h])
@@ -144,7 +136,7 @@ class GavelPlacer(RoundPlacer):
                 todo = []
                 for r in same:
                     a = self.previous.get(r)
-                    if a is not None and self._prev_type(r) == ti and pool.all_free(a.gpus):
+                    if a is not None and self.previous_type(r) == ti and pool.all_free(a.gpus):
                         out[r] = self._assignment(r, pool.take(a.gpus))
                     else:
                         todo.append(r)

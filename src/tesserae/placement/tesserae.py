@@ -61,22 +61,14 @@ class TesseraePlacer(RoundPlacer):
     def free(self) -> int:
         return self._free
 
-    def _class(self, row: int) -> tuple[str, int]:
-        t = self.table
-        return t.types[int(t.type_idx[row])], int(t.num_gpus[row])
-
-    def prev_type(self, row: int) -> int:
-        a = self.previous.get(row)
-        return -1 if a is None else int(self.cluster.gpu_type[a.gpus[0]])
-
     #: Admitted jobs examined when a gang finds no type with room (bounds the rebalancing work).
     REBALANCE_SCAN = 64
 
     def try_admit(self, row: int) -> bool:
-        jt, k = self._class(row)
+        jt, k = self.job_class(row)
         prefs = self.book.prefs(jt, k)
         free_t = self.free_t
-        t = self.prev_type(row)
+        t = self.previous_type(row)
         if t < 0 or t not in prefs or free_t[t] < k:
             t = next((p for p in prefs if free_t[p] >= k), -1)
             if t < 0:
@@ -87,7 +79,7 @@ class TesseraePlacer(RoundPlacer):
         self._free -= k
         self.hosts.append(row)
         self.type_of[row] = t
-        if self.prev_type(row) != t:
+        if self.previous_type(row) != t:
             self._movable.setdefault(t, []).append(row)
         return True
 
@@ -104,7 +96,7 @@ class TesseraePlacer(RoundPlacer):
             for r in reversed(self._movable.get(t, [])[-self.REBALANCE_SCAN:]):
                 if free_t[t] + freed >= k:
                     break
-                jr, kr = self._class(r)
+                jr, kr = self.job_class(r)
                 u = next((u for u in self.book.prefs(jr, kr) if u != t and spare[u] >= kr), -1)
                 if u >= 0:
                     spare[u] -= kr
@@ -134,7 +126,7 @@ class TesseraePlacer(RoundPlacer):
         # Classes: (job type, GPU count, type it ran on last round or -1); jobs of a class are interchangeable.
         classes: dict[tuple[str, int, int], list[int]] = {}
         for r in self.hosts:
-            classes.setdefault((*self._class(r), self.prev_type(r)), []).append(r)
+            classes.setdefault((*self.job_class(r), self.previous_type(r)), []).append(r)
         keys = list(classes)
         sizes = np.array([k for _, k, _ in keys], dtype=np.int64)
         counts = np.array([len(classes[c]) for c in keys], dtype=np.int64)
@@ -161,7 +153,7 @@ class TesseraePlacer(RoundPlacer):
                 self.type_of[r] = t
         # Type-blind reference: the same jobs, in priority order, on the first type (cluster order) with room.
         rows = np.asarray(self.hosts)
-        hnorm = np.array([self.book.normalized(*self._class(r)) for r in self.hosts]).reshape(len(self.hosts), T)
+        hnorm = np.array([self.book.normalized(*self.job_class(r)) for r in self.hosts]).reshape(len(self.hosts), T)
         blind = _hetero.type_blind(self.table.num_gpus[rows], hnorm > 0, cap)
         blind_w = float(hnorm[np.flatnonzero(blind >= 0), blind[blind >= 0]].sum())
         chosen_w = float(sum(hnorm[i, self.type_of[r]] for i, r in enumerate(self.hosts)))
@@ -221,7 +213,7 @@ class TesseraePlacer(RoundPlacer):
         host_set = set(self.hosts)
         for r in self.hosts:
             a = self.previous.get(r)
-            if a is None or self.prev_type(r) != self.type_of[r]:
+            if a is None or self.previous_type(r) != self.type_of[r]:
                 continue
             if a.partner is not None and a.partner in host_set:
                 if a.partner in claimed:
@@ -256,8 +248,8 @@ class TesseraePlacer(RoundPlacer):
 
     def _assignment(self, row: int, gpus: tuple[int, ...], partner: int | None, old: Assignment | None
                     ) -> Assignment:
-        jt, k = self._class(row)
-        pc = None if partner is None else self._class(partner)
+        jt, k = self.job_class(row)
+        pc = None if partner is None else self.job_class(partner)
         strategy = self.book.strategy(jt, k, pc)
         if old is not None and old.gpus == gpus and old.partner == partner and old.strategy == strategy:
             return old
