@@ -241,3 +241,18 @@ class JobRows:
         ]
         jobs.sort(key=lambda j: (j.submit_time, j.job_id))
         return jobs
+
+
+@contextmanager
+def csv_with_header(path: Path, required: Sequence[str], optional: Sequence[str], first_field: str
+                    ) -> Iterator[tuple[Iterator[tuple[int, list[str]]], dict[str, int]]]:
+    """Open a CSV trace and read its header: yields the remaining (line, row) records and the column map.
+
+    An empty file is an error at line 1 naming ``first_field``; a missing column names itself.
+    """
+    with open_text(path) as f:
+        records = csv_rows(f, path)
+        first = next(records, None)
+        if first is None:
+            raise no_jobs(path, 1, first_field)
+        yield records, header_index(first[1], required, optional, path)

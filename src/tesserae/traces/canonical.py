@@ -26,14 +26,12 @@ from tesserae.traces._fields import (
     JobRows,
     cell,
     check_file,
-    csv_rows,
+    csv_with_header,
     gpus,
-    header_index,
     integer,
     is_missing,
     no_jobs,
     number,
-    open_text,
     text,
 )
 
@@ -65,12 +63,7 @@ def read_canonical_csv(path: str | Path) -> list[JobSpec]:
     p = check_file(path)
     rows = JobRows()
     last_line = 1
-    with open_text(p) as f:
-        records = csv_rows(f, p)
-        first = next(records, None)
-        if first is None:
-            raise no_jobs(p, 1, "job_id")
-        col = header_index(first[1], REQUIRED, OPTIONAL, p)
+    with csv_with_header(p, REQUIRED, OPTIONAL, "job_id") as (records, col):
         for line, row in records:
             last_line = line
             values: dict[str, Cell] = {}

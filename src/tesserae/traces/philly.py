@@ -29,13 +29,11 @@ from tesserae.traces._fields import (
     RateCache,
     cell,
     check_file,
-    csv_rows,
+    csv_with_header,
     gpus,
-    header_index,
     model_types,
     no_jobs,
     number,
-    open_text,
 )
 
 REQUIRED = ("timestamp", "duration", "num_gpus")
@@ -64,12 +62,7 @@ def read_philly(path: str | Path, model: ThroughputModel, seed: int = 0) -> list
     users: list[str] = []
     lines: list[int] = []
     last_line = 1
-    with open_text(p) as f:
-        records = csv_rows(f, p)
-        first = next(records, None)
-        if first is None:
-            raise no_jobs(p, 1, "timestamp")
-        col = header_index(first[1], REQUIRED, OPTIONAL, p)
+    with csv_with_header(p, REQUIRED, OPTIONAL, "timestamp") as (records, col):
         i_ts, i_dur, i_gpu = (col[c] for c in REQUIRED)
         i_cl = col.get("cluster")
         width = max(col.values()) + 1

@@ -18,13 +18,11 @@ from tesserae.traces._fields import (
     RateCache,
     cell,
     check_file,
-    csv_rows,
+    csv_with_header,
     gpus,
-    header_index,
     id_as_int,
     no_jobs,
     number,
-    open_text,
     text,
 )
 
@@ -39,12 +37,7 @@ def read_tiresias(path: str | Path, model: ThroughputModel) -> list[JobSpec]:
     rows = JobRows()
     raw_ids: list[str] = []
     last_line = 1
-    with open_text(p) as f:
-        records = csv_rows(f, p)
-        first = next(records, None)
-        if first is None:
-            raise no_jobs(p, 1, "job_id")
-        col = header_index(first[1], REQUIRED, OPTIONAL, p)
+    with csv_with_header(p, REQUIRED, OPTIONAL, "job_id") as (records, col):
         i_id = col.get("job_id")
         i_gpu, i_sub, i_model, i_dur = (col[c] for c in REQUIRED)
         for line, row in records:
