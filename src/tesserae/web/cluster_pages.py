@@ -97,8 +97,10 @@ def register(dash: Dashboard) -> None:
 
     async def queue_data(v: Visitor) -> dict[str, Any]:
         queue = await api.json(v.session.token, "/v1/queue")
-        jobs = await api.json(v.session.token, "/v1/jobs", limit=100000)
-        views = {int(j["id"]): j for j in jobs["jobs"]}
+        views = {}
+        for state in ("queued", "preempted"):  # the waiting jobs' own views (pending reasons, predictions)
+            jobs = await api.json(v.session.token, "/v1/jobs", state=state, limit=100000)
+            views.update({int(j["id"]): j for j in jobs["jobs"]})
         now = time.time()
         rows, extra = queue_rows(queue, views, now)
         return {"queue": queue, "rows": rows, "extra_columns": extra, "now": now, "title": "Queue"}

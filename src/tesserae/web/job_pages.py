@@ -18,8 +18,9 @@ from tesserae.web.session import Visitor, csrf_ok, read_form
 #: The log tail a page opens with, and the most one poll brings back.
 TAIL_BYTES = 64 * 1024
 POLL_BYTES = 256 * 1024
-#: Most rows the jobs list shows.
+#: Most rows the jobs list shows, out of the LIST_LIMIT most recent jobs it filters.
 MAX_ROWS = 500
+LIST_LIMIT = 10_000
 SINCE = {"1 h": 3600, "24 h": 86400, "7 d": 7 * 86400, "30 d": 30 * 86400}
 SORTS = {
     "id": lambda j: j["id"],
@@ -100,13 +101,15 @@ def register(dash: Dashboard) -> None:
     @app.get("/ui/jobs", include_in_schema=False)
     async def jobs_page(request: Request) -> Response:
         async def load(v: Visitor) -> dict[str, Any]:
-            data = await api.json(v.session.token, "/v1/jobs", limit=100000)
+            state = request.query_params.get("state", "")
+            extra = {"state": state} if state in JOB_STATES else {}
+            data = await api.json(v.session.token, "/v1/jobs", limit=LIST_LIMIT, **extra)
             now = time.time()
             jobs, q = filter_jobs(data["jobs"], dict(request.query_params), now)
             users = sorted({j["user"] for j in data["jobs"]})
             return {"jobs": jobs[:MAX_ROWS], "matched": len(jobs), "total": len(data["jobs"]), "q": q,
                     "users": users, "states": ["active", *JOB_STATES], "since": list(SINCE), "sorts": list(SORTS),
-                    "now": now, "title": "Jobs", "max_rows": MAX_ROWS}
+                    "now": now, "title": "Jobs", "max_rows": MAX_ROWS, "list_limit": LIST_LIMIT}
 
         return await dash.page(request, "jobs.html", "jobs", load)
 
