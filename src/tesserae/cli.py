@@ -24,6 +24,7 @@ from tesserae.core.errors import InputError
 from tesserae.core.throughput import ThroughputModel
 from tesserae.profiler.cli_command import register as register_profile_command
 from tesserae.runtime.cli_commands import register as register_runtime_commands
+from tesserae.web.viewer import register as register_view_command
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime).")
@@ -149,6 +150,7 @@ def simulate(
     from tesserae.sim.runner import RunSpec
     from tesserae.sim.runner import simulate as run_sim
     from tesserae.sim.workload import WorkloadSpec, build_workload
+    from tesserae.web.report import write_report
 
     run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds,
                   restart_overhead=restart_overhead, no_backfill=no_backfill, event_driven=event_driven,
@@ -166,8 +168,10 @@ def simulate(
         result, summary = run_sim(specs, cl, model, run, seed=seed, window=window)
     summary["workload"] = wl.describe()
     write_run(out, result, summary)
+    write_report(out)
     console.print(_summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
-    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv  (wall {summary['wall_seconds']:.1f} s)")
+    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  "
+                  f"(wall {summary['wall_seconds']:.1f} s)")
 
 
 @app.command()
@@ -200,6 +204,7 @@ def compare(
     from tesserae.sim.runner import RunSpec, parse_run_label
     from tesserae.sim.sweep import SweepPoint, run_sweep
     from tesserae.sim.workload import WorkloadSpec
+    from tesserae.web.report import write_report
 
     base = RunSpec(placement=placement, round_seconds=round_seconds, restart_overhead=restart_overhead,
                    no_backfill=no_backfill, event_driven=event_driven, packing=packing,
@@ -256,12 +261,14 @@ def compare(
     shown = [r for r in results if (r.point.seed, r.point.load) == first_point]
     plot_jct_cdf({r.point.run.label: r.jct for r in shown}, out / "jct_cdf.png", title=f"JCT CDF on {cl.describe()}")
     plot_timeline({r.point.run.label: r.timeline for r in shown}, out / "timeline.png", cl.num_gpus)
+    write_report(out)
     title = f"{wl.describe() if not sweep else 'seed ' + str(first_point[0]) + ', load ' + str(first_point[1])}"
     console.print(_summary_table(f"{title} on {cl.describe()} ({model.name}{'' if model.measured else ', a model'})",
                                  [r.summary for r in shown]))
     if sweep:
         console.print(_sweep_table(runs, results, seed_list, load_list))
-    console.print(f"wrote {out}/compare.csv, jct_cdf.png, timeline.png and one folder per run")
+    console.print(f"wrote {out}/compare.csv, jct_cdf.png, timeline.png, report.html and one folder per run "
+                  f"(tesserae view {out})")
 
 
 def _parse_list(text: str, field: str, kind: type) -> list[Any]:
@@ -341,6 +348,7 @@ def trace_convert_cmd(
 
 register_runtime_commands(app)  # server, token, submit, jobs, show, cancel, logs, cluster
 register_profile_command(app)  # profile
+register_view_command(app)  # view
 
 
 def main() -> None:

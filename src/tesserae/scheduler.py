@@ -33,6 +33,8 @@ class Scheduler:
                  model: ThroughputModel, config: SchedulerConfig | None = None) -> None:
         self.cluster, self.policy, self.placement, self.model = cluster, policy, placement, model
         self.config = config or SchedulerConfig()
+        #: The policy's order of the latest decision (rows): what a dashboard shows as the queue.
+        self.last_order: np.ndarray = np.empty(0, dtype=np.int64)
         # Optional hook: a policy that needs the cluster and the throughput model (an LP over GPU
         # types, say) receives them once here.
         bind = getattr(policy, "bind", None)
@@ -43,6 +45,7 @@ class Scheduler:
                previous: Mapping[int, Assignment]) -> Plan:
         """Who runs where until the next decision, for the ``active`` (submitted, unfinished) rows."""
         order = self.policy.order(table, active, now)
+        self.last_order = order
         placer = self.placement.begin(self.cluster, table, previous, self.model)
         # Optional hook: a placer that follows the policy's advice (GPU-type preferences, pairs).
         use_policy = getattr(placer, "use_policy", None)

@@ -19,6 +19,7 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 import tesserae
@@ -209,7 +210,8 @@ def _field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
 
 def create_app(controller: Controller, info: dict[str, Any]) -> FastAPI:
     store = controller.store
-    app = FastAPI(title="Tesserae", version=tesserae.__version__,
+    # Swagger UI and ReDoc from the package (fastapi-offline), not a CDN: /docs works air-gapped.
+    app = FastAPIOffline(title="Tesserae", static_url="/docs-static", version=tesserae.__version__,
                   description="GPU cluster scheduler: submit, watch and cancel jobs. Authenticate with "
                               "`Authorization: Bearer TOKEN` (`tesserae token create`).")
     bearer = HTTPBearer(auto_error=False, description="A Tesserae token (tsr_...).")
@@ -355,6 +357,9 @@ def create_app(controller: Controller, info: dict[str, Any]) -> FastAPI:
         """Prometheus text format: jobs by state, GPUs, rounds, decision time, preemptions."""
         return Response(content=prometheus_text(controller), media_type="text/plain; version=0.0.4")
 
+    from tesserae.web.dashboard import mount_web  # the dashboard at /ui (it imports this module)
+
+    mount_web(app, controller, info)
     return app
 
 

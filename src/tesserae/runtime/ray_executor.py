@@ -202,6 +202,18 @@ class RayExecutor:
     def cluster(self) -> Cluster | None:
         return self.view.cluster
 
+    def node_states(self) -> dict[str, str]:
+        """For display: each node of the committed view is ``alive``, ``draining`` (Ray drains it)
+        or ``dead`` (gone from Ray; it leaves the view at the next decision)."""
+        draining: set[str] = set()
+        with contextlib.suppress(Exception):  # a private Ray call: without it no node shows as draining
+            from ray._private.state import state as ray_state
+
+            draining = set(ray_state.get_draining_nodes())
+        ready = set(self._ready)
+        return {n: "dead" if n not in ready else "draining" if n in draining else "alive"
+                for n in self.view.node_ids}
+
     def describe_address(self) -> str:
         return "a local Ray instance" if self.address is None else f"the Ray cluster at {self.address}"
 

@@ -1,0 +1,138 @@
+"""Cluster, Queue and Usage pages.
+
+- Cluster: every node a row, every GPU a cell coloured by the job on it; a GPU two jobs share
+  (packing) shows both; GPUs of a draining or dead Ray node are marked.
+- Queue: the waiting jobs in the policy's order at the latest decision, with their Tiresias
+  queue; a pending reason, a tenant queue or a predicted start appear as columns as soon as the
+  API's job views carry them (``pending_reason``, ``queue``, ``predicted_start``).
+- Usage: GPU-hours per user per time bin and utilisation, drawn by ``ui.js`` with uPlot.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from tesserae.web.dashboard import ApiError, Dashboard
+from tesserae.web.session import Visitor
+
+#: Usage windows offered on the page: label -> seconds.
+WINDOWS = {"1 h": 3600, "6 h": 6 * 3600, "24 h": 86400, "7 d": 7 * 86400, "30 d": 30 * 86400}
+#: Fields of a job view that later API versions add, shown on the queue page when present.
+OPTIONAL_QUEUE_FIELDS = (("queue", "tenant queue"), ("pending_reason", "pending reason"),
+                         ("predicted_start", "predicted start"))
+
+
+def grid(cluster: dict[str, Any], nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nodes with one cell per GPU: its jobs (two when packed), whether it is shared, whether its
+    node is down (``draining``/``dead``). GPUs no node claims are listed under a last row."""
+    gpus = {int(g["id"]): g for g in cluster["gpus"]}
+    rows, seen = [], set()
+    for n in nodes:
+        cells = []
+        for gid in n["gpus"]:
+            seen.add(gid)
+            g = gpus.get(gid, {"id": gid, "device": "?", "type": n.get("gpu_type", "?"), "jobs": []})
+            cells.append(_cell(g, n["state"]))
+        rows.append({**n, "cells": cells, "used": sum(1 for c in cells if c["jobs"])})
+    rest = [_cell(g, "alive") for i, g in sorted(gpus.items()) if i not in seen]
+    if rest:
+        rows.append({"id": "?", "name": "GPUs of no listed node", "ip": "", "gpu_type": "", "gpus": [],
+                     "state": "alive", "cells": rest, "used": sum(1 for c in rest if c["jobs"])})
+    return rows
+
+
+def _cell(g: dict[str, Any], state: str) -> dict[str, Any]:
+    jobs = list(g.get("jobs", []))
+    for j in jobs:
+        j["partners"] = [o["job"] for o in jobs if o["job"] != j["job"]]
+    return {"id": int(g["id"]), "device": g.get("device"), "type": g.get("type"), "name": g.get("name"),
+            "jobs": jobs, "shared": len(jobs) > 1, "state": state, "down": state != "alive"}
+
+
+def running_jobs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One legend entry per job on the grid: its GPUs and the jobs it shares them with."""
+    out: dict[int, dict[str, Any]] = {}
+    for n in rows:
+        for c in n["cells"]:
+            for j in c["jobs"]:
+                e = out.setdefault(j["job"], {"job": j["job"], "user": j["user"], "name": j.get("name"),
+                                              "phase": j.get("phase"), "gpus": [], "partners": set(),
+                                              "nodes": set(), "on_down_node": False})
+                e["gpus"].append(c["id"])
+                e["partners"].update(j["partners"])
+                e["nodes"].add(n["name"])
+                e["on_down_node"] |= c["down"]
+    return [{**e, "partners": sorted(e["partners"]), "nodes": sorted(e["nodes"])} for _, e in sorted(out.items())]
+
+
+def queue_rows(queue: dict[str, Any], views: dict[int, dict[str, Any]], now: float) -> tuple[list[dict[str, Any]],
+                                                                                               list[tuple[str, str]]]:
+    """The queue's entries with the visible job views' extra fields; the optional columns present."""
+    rows = []
+    for pos, q in enumerate(queue["jobs"], 1):
+        view = views.get(q["id"], {})
+        rows.append({**q, "position": pos, "waited": now - q["submit_time"],
+                     "extra": {k: view.get(k) for k, _ in OPTIONAL_QUEUE_FIELDS}})
+    present = [(k, label) for k, label in OPTIONAL_QUEUE_FIELDS if any(k in views.get(r["id"], {}) for r in rows)]
+    return rows, present
+
+
+def register(dash: Dashboard) -> None:
+    app, api = dash.app, dash.api
+
+    async def cluster_data(v: Visitor) -> dict[str, Any]:
+        cluster = await api.json(v.session.token, "/v1/cluster")
+        nodes = (await api.json(v.session.token, "/v1/nodes"))["nodes"]
+        rows = grid(cluster, nodes)
+        return {"cluster": cluster, "nodes": rows, "running": running_jobs(rows), "now": time.time(),
+                "title": "Cluster"}
+
+    @app.get("/ui/cluster", include_in_schema=False)
+    async def cluster_page(request: Request) -> Response:
+        return await dash.page(request, "cluster.html", "cluster", cluster_data)
+
+    async def queue_data(v: Visitor) -> dict[str, Any]:
+        queue = await api.json(v.session.token, "/v1/queue")
+        views = {}
+        for state in ("queued", "preempted"):  # the waiting jobs' own views (pending reasons, predictions)
+            jobs = await api.json(v.session.token, "/v1/jobs", state=state, limit=100000)
+            views.update({int(j["id"]): j for j in jobs["jobs"]})
+        now = time.time()
+        rows, extra = queue_rows(queue, views, now)
+        return {"queue": queue, "rows": rows, "extra_columns": extra, "now": now, "title": "Queue"}
+
+    @app.get("/ui/queue", include_in_schema=False)
+    async def queue_page(request: Request) -> Response:
+        return await dash.page(request, "queue.html", "queue", queue_data)
+
+    def window_of(request: Request) -> tuple[str, int]:
+        label = request.query_params.get("window", "24 h")
+        return (label, WINDOWS[label]) if label in WINDOWS else ("24 h", WINDOWS["24 h"])
+
+    @app.get("/ui/usage", include_in_schema=False)
+    async def usage_page(request: Request) -> Response:
+        label, seconds = window_of(request)
+
+        async def load(v: Visitor) -> dict[str, Any]:
+            usage = await api.json(v.session.token, "/v1/usage", window=seconds, bins=48)
+            totals = sorted(usage["gpu_hours_total"].items(), key=lambda kv: -kv[1])
+            util = usage["utilization"]
+            return {"usage": usage, "totals": totals, "windows": list(WINDOWS), "window": label,
+                    "mean_util": sum(util) / len(util) if util else 0.0, "title": "Usage"}
+
+        return await dash.page(request, "usage.html", "usage", load)
+
+    @app.get("/ui/usage/data", include_in_schema=False)
+    async def usage_data(request: Request) -> Response:
+        v = dash.visitor(request)
+        if v is None:
+            return JSONResponse({"detail": "log in first"}, status_code=401)
+        _, seconds = window_of(request)
+        try:
+            return JSONResponse(await api.json(v.session.token, "/v1/usage", window=seconds, bins=48))
+        except ApiError as e:
+            return JSONResponse({"detail": e.detail}, status_code=e.status)

@@ -1,0 +1,109 @@
+// Dashboard behaviour: live regions re-rendered by the server and swapped in every few seconds,
+// the job log tail, confirmation of dangerous forms, and the usage charts (uPlot). No framework;
+// nothing from the network but this server. User data only ever reaches the page as text nodes
+// or as HTML the server rendered with escaping.
+(function () {
+  "use strict";
+  var status = document.getElementById("live-status");
+  function say(text) { if (status) status.textContent = text; }
+  function toLogin() {
+    location.href = "/ui/login?expired=1&next=" + encodeURIComponent(location.pathname + location.search);
+  }
+
+  function poll(el, every) {
+    var url = el.getAttribute("data-live");
+    function tick() {
+      if (document.visibilityState === "hidden") { setTimeout(tick, every); return; }
+      fetch(url, {headers: {"X-Tesserae-Live": "1"}, credentials: "same-origin", cache: "no-store"})
+        .then(function (r) {
+          if (r.status === 401) { toLogin(); throw new Error("logged out"); }
+          if (!r.ok) throw new Error("HTTP " + r.status);
+          return r.text();
+        })
+        .then(function (html) {
+          var focused = document.activeElement && el.contains(document.activeElement);
+          if (!focused) el.innerHTML = html;  // server-rendered and escaped
+          say("updated " + new Date().toLocaleTimeString());
+          setTimeout(tick, every);
+        })
+        .catch(function (e) { say("connection lost (" + e.message + "); retrying"); setTimeout(tick, every * 2); });
+    }
+    setTimeout(tick, every);
+  }
+
+  function tail(pre) {
+    var base = pre.getAttribute("data-log"), offset = -1, note = document.getElementById("log-note");
+    var limit = 400000;
+    function tick() {
+      fetch(base + "?offset=" + offset, {credentials: "same-origin", cache: "no-store"})
+        .then(function (r) {
+          if (r.status === 401) { toLogin(); throw new Error("logged out"); }
+          return r.json().then(function (d) { if (!r.ok) throw new Error(d.detail || r.status); return d; });
+        })
+        .then(function (d) {
+          var atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+          if (offset < 0 && d.truncated && note) note.textContent = "(the last part; the whole log: tesserae logs ID)";
+          if (d.text) {
+            pre.appendChild(document.createTextNode(d.text));
+            if (pre.textContent.length > limit) pre.textContent = pre.textContent.slice(-limit / 2);
+            if (atBottom) pre.scrollTop = pre.scrollHeight;
+          }
+          offset = d.next;
+          var done = ["completed", "failed", "cancelled"].indexOf(d.state) >= 0;
+          setTimeout(tick, d.text ? 500 : (done ? 5000 : 1000));
+        })
+        .catch(function (e) { if (note) note.textContent = "(" + e.message + ")"; setTimeout(tick, 3000); });
+    }
+    tick();
+  }
+
+  document.addEventListener("submit", function (ev) {
+    var msg = ev.target.getAttribute && ev.target.getAttribute("data-confirm");
+    if (msg && !window.confirm(msg)) ev.preventDefault();
+  });
+
+  function tidy(v) { return v == null ? "" : (Math.abs(v) >= 10 ? v.toFixed(0) : +v.toPrecision(2) + ""); }
+  var palette = ["#2f6fdb", "#e0703a", "#1e8e4f", "#b03a8c", "#8a6d00", "#0f8a9e", "#6a4fc4", "#c0392b", "#566573"];
+  function usage(box) {
+    if (!window.uPlot) return;
+    var charts = {};
+    function draw(id, data, series, yLabel, fmt) {
+      var el = document.getElementById(id);
+      var opts = {width: Math.max(560, el.parentNode.clientWidth - 20), height: 280, series: series,
+                  axes: [{}, {label: yLabel, values: function (u, vals) { return vals.map(fmt); }}],
+                  scales: {x: {time: true}}};
+      if (charts[id]) { charts[id].setData(data); return; }
+      charts[id] = new uPlot(opts, data, el);
+    }
+    function load() {
+      fetch(box.getAttribute("data-usage"), {credentials: "same-origin", cache: "no-store"})
+        .then(function (r) { if (r.status === 401) { toLogin(); throw new Error("logged out"); } return r.json(); })
+        .then(function (u) {
+          var x = u.bin_start.map(function (t) { return t + u.bin_seconds / 2; });
+          var users = Object.keys(u.gpu_hours);
+          var series = [{}], data = [x];
+          users.forEach(function (name, i) {
+            series.push({label: name, stroke: palette[i % palette.length], width: 2, points: {show: false}});
+            data.push(u.gpu_hours[name]);
+          });
+          if (!users.length) { series.push({label: "(nobody)", stroke: "#999"}); data.push(x.map(function () { return 0; })); }
+          if (charts["chart-users"] && charts["chart-users"].series.length !== series.length) {
+            charts["chart-users"].destroy(); delete charts["chart-users"];
+          }
+          draw("chart-users", data, series, "GPU-hours", tidy);
+          draw("chart-util", [x, u.utilization.map(function (v) { return 100 * v; })],
+               [{}, {label: "utilisation %", stroke: "#1e8e4f", fill: "rgba(30,142,79,.12)", width: 2}],
+               "%", tidy);
+          setTimeout(load, 15000);
+        })
+        .catch(function () { setTimeout(load, 15000); });
+    }
+    load();
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    document.querySelectorAll("[data-live]").forEach(function (el) { poll(el, 2000); });
+    document.querySelectorAll("pre[data-log]").forEach(tail);
+    document.querySelectorAll("[data-usage]").forEach(usage);
+  });
+})();

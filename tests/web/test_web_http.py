@@ -1,0 +1,114 @@
+"""The dashboard over plain HTTP (no browser): login, sessions, escaping, errors, CSRF, the extra routes."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from rt_helpers import Server, kill_jobs, start_server, toy
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    state = tmp_path_factory.mktemp("webhttp") / "state"
+    s = start_server(state, gpus=2, policy="tiresias-las", round_seconds=1.0, grace=1.0)
+    yield s
+    s.stop()
+    kill_jobs(state)
+
+
+def browser_login(s: Server, token: str) -> httpx.Client:
+    c = httpx.Client(base_url=s.url, timeout=20.0)
+    s.clients.append(c)
+    r = c.post("/ui/login", data={"token": token, "next": "/ui/jobs"})
+    assert r.status_code == 303 and r.headers["location"] == "/ui/jobs", r.text
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and token not in cookie
+    return c
+
+
+def test_login_form_and_bad_tokens(server: Server) -> None:
+    c = httpx.Client(base_url=server.url, timeout=20.0)
+    r = c.get("/ui/cluster")
+    assert r.status_code == 303 and r.headers["location"].startswith("/ui/login?next=/ui/cluster")
+    for token, msg in (("tsr_nope", "not valid"), ("", "Enter your token")):
+        r = c.post("/ui/login", data={"token": token})
+        assert r.status_code == 401 and msg in r.text and "set-cookie" not in r.headers
+    r = c.post("/ui/login", content=b"token=" + b"x" * 100_000,
+               headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert r.status_code == 401 and "Enter your token" in r.text
+    c.close()
+
+
+def test_pages_escape_names_and_errors_are_pages(server: Server) -> None:
+    c = browser_login(server, server.admin_token)
+    job = server.submit(toy(3, 0.01), gpus=1, name="<script>alert('x')</script>", iterations=3)
+    server.wait_state(job, "completed")
+    for path in ("/ui/jobs", f"/ui/jobs/{job}", "/ui/queue", "/ui/cluster", "/ui/usage", f"/ui/jobs/{job}?live=1"):
+        r = c.get(path)
+        assert r.status_code == 200, path
+        assert "<script>alert" not in r.text, path
+        assert "default-src 'self'" in r.headers["content-security-policy"]
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt;" in c.get(f"/ui/jobs/{job}").text
+    log = c.get(f"/ui/jobs/{job}/log", params={"offset": -1}).json()
+    assert log["state"] == "completed" and "toy: done" in log["text"] and log["next"] > 0
+    r = c.get("/ui/jobs/424242")
+    assert r.status_code == 404 and "job 424242 does not exist" in r.text and r.headers["content-type"].startswith(
+        "text/html")
+    assert c.get("/ui/jobs/12abc").status_code == 404
+    r = c.post(f"/ui/jobs/{job}/cancel", data={"csrf": "forged"})
+    assert r.status_code == 403 and "CSRF" in r.text
+    csrf = re.search(r'name="csrf" value="([^"]+)"', c.get("/ui/cluster").text).group(1)  # type: ignore[union-attr]
+    r = c.post(f"/ui/jobs/{job}/cancel", data={"csrf": csrf})
+    assert r.status_code == 303
+    assert f"Job {job}: cancel refused: job {job} is already completed" in c.get(f"/ui/jobs/{job}").text
+    assert 'data-testid="cancel"' not in c.get(f"/ui/jobs/{job}").text, "no cancel button on a finished job"
+    r = c.post(f"/ui/jobs/{job}/hold", data={"csrf": csrf})
+    assert r.status_code == 404 and "does not support hold" in r.text  # hold arrives with the API's hold route
+
+
+def test_other_users_and_revoked_tokens(server: Server) -> None:
+    admin = server.client()
+    bob_token = admin.post("/v1/tokens", json={"user": "bob"}).json()["token"]
+    admins_job = server.submit(toy(2, 0.01), gpus=1, name="admin-only", iterations=2)
+    bob = browser_login(server, bob_token)
+    r = bob.get(f"/ui/jobs/{admins_job}")
+    assert r.status_code == 403 and "belongs to another user" in r.text and "admin-only" not in r.text
+    assert "admin-only" not in bob.get("/ui/jobs").text
+    assert server.client(bob_token).get(f"/v1/jobs/{admins_job}/runs").status_code == 403
+    with sqlite3.connect(Path(server.state) / "tesserae.db") as db:
+        db.execute("UPDATE tokens SET revoked=1 WHERE user='bob'")
+    r = bob.get("/ui/jobs")
+    assert r.status_code == 303 and "/ui/login" in r.headers["location"]
+    assert bob.get("/ui/cluster?live=1", headers={"X-Tesserae-Live": "1"}).status_code == 401
+
+
+def test_extra_routes_need_a_token_and_check_their_input(server: Server) -> None:
+    anon = httpx.Client(base_url=server.url, timeout=20.0)
+    for path in ("/v1/queue", "/v1/usage", "/v1/nodes", "/v1/jobs/1/runs"):
+        assert anon.get(path).status_code == 401, path
+    anon.close()
+    c = server.client()
+    r = c.get("/v1/usage", params={"bins": 0})
+    assert r.status_code == 422 and "bins" in r.json()["detail"]
+    assert c.get("/v1/jobs/999999/runs").status_code == 404
+    q = c.get("/v1/queue").json()
+    assert q["policy"] == "tiresias-las" and q["queues"] == 2
+    nodes = c.get("/v1/nodes").json()["nodes"]
+    assert nodes[0]["gpus"] == [0, 1] and nodes[0]["state"] == "alive"
+
+
+def test_docs_and_assets_are_served_locally(server: Server) -> None:
+    c = httpx.Client(base_url=server.url, timeout=20.0)
+    html = c.get("/docs").text
+    urls = re.findall(r'(?:src|href)="([^"]+)"', html)
+    assert urls and all(u.startswith("/") for u in urls), urls
+    for u in urls:
+        assert c.get(u).status_code == 200, u
+    assert c.get("/ui/static/vendor/uPlot.iife.min.js").status_code == 200
+    assert c.get("/ui/static/../../api.py").status_code == 404
+    c.close()
