@@ -39,13 +39,20 @@ POLICIES = {
 }
 _JOB = re.compile(r"^Job (\d+): ([0-9.]+)$")
 _TOTAL = re.compile(r"^Total duration: ([0-9.]+) seconds")
+_FAILED = re.compile(r"\[Job failed\]\tJob ID: (\d+)\t")
 
 
-def read_gavel_log(path: Path) -> tuple[dict[int, float], float]:
-    """Per-job JCT (Gavel's ``get_average_jct`` lines) and the makespan (``Total duration``)."""
+def read_gavel_log(path: Path) -> tuple[dict[int, float], float, list[int]]:
+    """Per-job JCT (Gavel's ``get_average_jct`` lines), the makespan (``Total duration``) and the
+    jobs Gavel gave up on (``[Job failed]``: five failed micro-tasks in a row)."""
     jct: dict[int, float] = {}
     total = None
+    failed: list[int] = []
     for line in path.read_text().splitlines():
+        m = _FAILED.search(line)
+        if m:
+            failed.append(int(m.group(1)))
+            continue
         m = _JOB.match(line.strip())
         if m:
             jct[int(m.group(1))] = float(m.group(2))
@@ -55,7 +62,7 @@ def read_gavel_log(path: Path) -> tuple[dict[int, float], float]:
             total = float(m.group(1))
     if not jct or total is None:
         raise SystemExit(f"{path}: no 'Job N: JCT' lines or no 'Total duration' line (not a finished Gavel run)")
-    return jct, total
+    return jct, total, failed
 
 
 def cluster_spec(vpk: str) -> str:
@@ -83,18 +90,20 @@ def run_ours(cmd: list[str], out: Path) -> tuple[dict[int, float], float, float]
 
 def compare(name: str, trace: Path, policy: str, vpk: str, log: Path, gavel_wall: float, work: Path
             ) -> dict[str, Any]:
-    g_jct, g_total = read_gavel_log(log)
+    g_jct, g_total, failed = read_gavel_log(log)
     out = work / name
     cmd = our_command(trace, policy, vpk, out)
     o_jct, o_makespan, wall = run_ours(cmd, out)
     ids = sorted(g_jct)
-    if set(ids) != set(o_jct):
+    # Jobs Gavel failed have no JCT there; they are compared on neither side (and reported).
+    if set(ids) != set(o_jct) - set(failed):
         raise SystemExit(f"{name}: the two runs finished different jobs ({len(ids)} against {len(o_jct)})")
     g = np.array([g_jct[i] for i in ids])
     o = np.array([o_jct[i] for i in ids])
     rel = np.abs(o - g) / g
     return {
         "case": name, "policy": policy, "cluster_v100_p100_k80": vpk, "trace": trace.name, "jobs": len(ids),
+        "gavel_failed_jobs": failed,
         "command": " ".join([*cmd[:-3], "--out", f"OUT/{name}", "--quiet"]),
         "gavel_avg_jct": float(g.mean()), "ours_avg_jct": float(o.mean()),
         "avg_jct_diff": float(o.mean() / g.mean() - 1),

@@ -183,8 +183,12 @@ def test_gavel_rounds_end_with_the_last_micro_task_and_jump_to_arrivals() -> Non
     jobs = [JobSpec(0, 0.0, 1, "a", 600.0, None), JobSpec(1, 1000.0, 1, "a", 100.0, None)]
     sched = build_scheduler(cluster, model, RunSpec(policy="gavel-maxmin", placement="gavel"))
     res = Simulator(jobs, cluster, sched, SimConfig(round_seconds=101, restart_overhead=0, gavel_rounds=True)).run()
-    # floor(2.5 x 101) = 252 iterations = 100.8 s a round; the last 96 take 38.4 s; then idle until 1000.
-    assert res.timeline["time"].tolist() == pytest.approx([0.0, 100.8, 201.6, 1000.0])
+    # floor(2.5 x 101) = 252 iterations = 100.8 s a round; the last 96 take 38.4 s, and that round
+    # ends with them at 240 s, where Gavel decides once more with no job (and so re-solves).
+    # Then the idle cluster jumps to the arrival at 1000 s; job 1 arrived 760 s after that re-solve,
+    # but nothing runs and nothing more arrives, so Gavel forces a re-solve and runs it at once.
+    assert res.timeline["time"].tolist() == pytest.approx([0.0, 100.8, 201.6, 240.0, 1000.0, 1000.0, 1040.0, 1040.0])
+    assert res.timeline["running"].tolist() == [1, 1, 1, 0, 0, 1, 0, 0]
     assert res.table.finish.tolist() == pytest.approx([240.0, 1040.0])
 
 

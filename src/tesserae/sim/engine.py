@@ -108,9 +108,10 @@ class Simulator:
         R = self.config.round_seconds
         done_count = 0
         total = int((t.status != JobStatus.REJECTED).sum())
+        round_ended = False  # Gavel's rounds: a round just ended, so Gavel decides even with no jobs
         while until is None or now < until:
             self._admit_arrivals(now)
-            if not self.active:
+            if not self.active and not round_ended:
                 nxt = self._peek_arrival()
                 if nxt is None:
                     break
@@ -126,6 +127,7 @@ class Simulator:
                 if not self.assignments:
                     break
             if self.config.gavel_rounds:
+                round_ended = bool(self.assignments)
                 if self.assignments:
                     now, finished = self._gavel_round(now)
                     done_count += finished
