@@ -28,7 +28,9 @@ GOLDEN = {
     ("tiresias-las:tesserae", False): (156250.64979520664, 1681888.1524985936, 394, 37),
     ("tiresias-las:tesserae+packing", False): (132297.4427883612, 1659676.152498594, 197, 542),
     ("las:tesserae+packing", False): (102967.88400757058, 1620342.0516225074, 1409, 751),
-    ("gavel-maxmin:gavel+packing", False): (97857.35657011544, 1764838.152498594, 4962, 1760),
+    # Re-recorded when gavel-maxmin took Gavel's own mechanism (issue 11): per-type queues, priorities
+    # since the last reset, the 1920 s re-solve interval, pairs as units, Gavel's rounds.
+    ("gavel-maxmin:gavel+packing", False): (102242.55253309083, 1601074.9542055058, 9800, 6024),
 }
 
 

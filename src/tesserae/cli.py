@@ -58,6 +58,14 @@ SkewOpt = Annotated[float | None, typer.Option("--skew-threshold", help="Tiresia
 WindowOpt = Annotated[str | None, typer.Option("--measure-jobs", help="Measurement window of job ids, "
                                                "LO:HI (half-open).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+ResetOpt = Annotated[float, typer.Option("--gavel-reset-interval", min=0.0, help="Gavel baselines: minimum "
+                                         "seconds between allocation re-solves (0 = at every job-set change).")]
+GavelLpOpt = Annotated[str, typer.Option("--gavel-lp", help="gavel-maxmin's optimum: 'center' (Gavel's "
+                                         "interior-point solution) or 'max-total' (a vertex with the largest "
+                                         "total throughput at the max-min optimum).")]
+GavelRoundsOpt = Annotated[bool | None, typer.Option("--gavel-rounds/--fixed-rounds", help="Gavel's round ending "
+                                                     "and idle jump (default: on for gavel-maxmin and gavel-fifo "
+                                                     "only).", show_default=False)]
 
 
 def _parse_window(text: str | None) -> tuple[int, int] | None:
@@ -67,6 +75,12 @@ def _parse_window(text: str | None) -> tuple[int, int] | None:
     if not m or int(m.group(1)) >= int(m.group(2)):
         raise InputError(f"'{text}' is not LO:HI with LO < HI", field="measure-jobs")
     return int(m.group(1)), int(m.group(2))
+
+
+def _gavel_lp(text: str) -> Any:
+    if text not in ("center", "max-total"):
+        raise InputError(f"'{text}' is not center or max-total", field="gavel-lp")
+    return text
 
 
 def _load_setup(cluster_spec: str, profile: str | None) -> tuple[Cluster, ThroughputModel]:
@@ -143,7 +157,8 @@ def simulate(
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
     promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
-    measure_jobs: WindowOpt = None, quiet: QuietOpt = False,
+    measure_jobs: WindowOpt = None, quiet: QuietOpt = False, gavel_reset_interval: ResetOpt = 1920.0,
+    gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None,
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
     from tesserae.sim.report import write_run
@@ -155,7 +170,8 @@ def simulate(
     run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds,
                   restart_overhead=restart_overhead, no_backfill=no_backfill, event_driven=event_driven,
                   packing=packing, queues=parse_queues(queues), promote_knob=promote_knob,
-                  gittins_prior=gittins_prior, skew_threshold=skew_threshold)
+                  gittins_prior=gittins_prior, skew_threshold=skew_threshold,
+                  gavel_reset_interval=gavel_reset_interval, gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds)
     window = _parse_window(measure_jobs)
     cl, model = _load_setup(cluster, profile)
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
@@ -193,6 +209,7 @@ def compare(
                                               "workload (overrides --load).")] = None,
     ray: Annotated[str | None, typer.Option("--ray", help="Spread the sweep over a Ray cluster: its address, "
                                             "or 'local' to start one here.")] = None,
+    gavel_reset_interval: ResetOpt = 1920.0, gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None,
 ) -> None:
     """Run several configurations on the same workload and cluster; ratios are to the first run.
 
@@ -209,7 +226,8 @@ def compare(
     base = RunSpec(placement=placement, round_seconds=round_seconds, restart_overhead=restart_overhead,
                    no_backfill=no_backfill, event_driven=event_driven, packing=packing,
                    queues=parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,
-                   skew_threshold=skew_threshold)
+                   skew_threshold=skew_threshold, gavel_reset_interval=gavel_reset_interval,
+                   gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds)
     runs = [parse_run_label(label, base) for label in run]
     window = _parse_window(measure_jobs)
     seed_list = [int(x) for x in _parse_list(seeds, "seeds", int)] if seeds else [seed]

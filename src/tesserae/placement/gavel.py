@@ -7,11 +7,11 @@ node order (Gavel's server pointer), spreading over nodes when they must. A larg
 earlier may take a smaller running job's GPUs: that job then migrates.
 
 The GPU type of a job follows the scheduling policy's advice when it gives one (``gavel-maxmin``
-ranks types by its LP's priorities), else the previous type, else the fastest type with room.
-With ``--packing`` the overflow jobs (next in priority order, up to the cluster's size) join
-admitted jobs of the same GPU count as the policy's pair ranking says (``gavel-maxmin --packing``:
-pairs with LP allocation, by priority); without such a ranking, each overflow job joins the host of
-best sharing gain above the threshold.
+and ``gavel-fifo`` name the type Gavel's per-type queues chose), else the previous type, else the
+fastest type with room. With ``--packing`` and a policy that names pairs (``gavel-maxmin
+--packing``: the pairs its queues scheduled as units), each named partner shares its host's GPUs;
+without such a policy, each overflow job (next in priority order, up to the cluster's size) joins
+the admitted job of the same GPU count with the best sharing gain above the threshold.
 """
 
 from __future__ import annotations
@@ -82,10 +82,9 @@ class GavelPlacer(RoundPlacer):
         hosts = np.asarray(self.hosts, dtype=np.int64)
         rest = order[~np.isin(order, hosts)]
         overflow = rest[np.cumsum(t.num_gpus[rest]) <= self.cluster.num_gpus].tolist() if rest.size else []
-        if not overflow:
+        if not overflow and self.pair_pref is None:
             return
         host_set = set(self.hosts)
-        over_set = set(overflow)
         paired: set[int] = set()
 
         def ok(h: int, o: int) -> bool:
@@ -93,14 +92,10 @@ class GavelPlacer(RoundPlacer):
             return ka == kb and self.book.pair(a, ka, b, kb, self.type_of[h])[0] > 0
 
         if self.pair_pref is not None:
-            for a, b in self.pair_pref():
-                if a in paired or b in paired:
-                    continue
-                if a in host_set and b in over_set:
-                    h, o = a, b
-                elif b in host_set and a in over_set:
-                    h, o = b, a
-                else:
+            # The policy's pairs are its decision (Gavel schedules a pair as one unit): the host was
+            # admitted on the pair's type, the partner joins it whether or not it is in the overflow.
+            for h, o in self.pair_pref():
+                if h in paired or o in paired or h not in host_set or o in host_set:
                     continue
                 if ok(h, o):
                     self.partner[h], self.partner[o] = o, h

@@ -23,6 +23,8 @@ class SchedulingPolicy:
     name: ClassVar[str] = ""
     #: Orders with knowledge a real scheduler lacks (true remaining work): labelled as an oracle.
     oracle: ClassVar[bool] = False
+    #: Simulated with Gavel's round ending and idle jump by default (the Gavel baselines).
+    gavel_rounds: ClassVar[bool] = False
 
     def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
         raise NotImplementedError
@@ -36,6 +38,14 @@ class SchedulingPolicy:
 
     def on_finish(self, table: JobTable, row: int, now: float) -> None:
         """Hook for policies that learn from completed jobs."""
+
+    def on_idle(self, now: float) -> bool:
+        """Nothing runs and no job will arrive: True if the policy changed state and should decide again.
+
+        A policy that holds waiting jobs back (Gavel's minimum interval between re-solves) lets
+        them go here, as Gavel does when its cluster falls idle.
+        """
+        return False
 
     def summary(self) -> dict[str, Any]:
         """Policy-specific figures for the run summary."""

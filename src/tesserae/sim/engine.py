@@ -34,6 +34,14 @@ class SimConfig:
     overhead_by_type: dict[str, float] = field(default_factory=dict)
     #: Decide at every arrival, completion and policy event too, not only at round boundaries.
     event_driven: bool = False
+    #: Gavel's rounds (only the Gavel baselines use them): each running job runs one micro-task of
+    #: floor(rate x round) iterations (or what it has left), a pair until its slower member's ends,
+    #: and the round ends when the last micro-task does; an idle cluster jumps to the next arrival.
+    gavel_rounds: bool = False
+
+    def __post_init__(self) -> None:
+        if self.event_driven and self.gavel_rounds:
+            raise ValueError("event-driven decisions and Gavel's rounds exclude each other")
 
 
 @dataclass
@@ -100,17 +108,36 @@ class Simulator:
         R = self.config.round_seconds
         done_count = 0
         total = int((t.status != JobStatus.REJECTED).sum())
+        round_ended = False  # Gavel's rounds: a round just ended, so Gavel decides even with no jobs
         while until is None or now < until:
             self._admit_arrivals(now)
-            if not self.active:
+            if not self.active and not round_ended:
                 nxt = self._peek_arrival()
                 if nxt is None:
                     break
-                now = nxt if self.config.event_driven else t0 + math.ceil((nxt - t0) / R - 1e-12) * R
+                exact = self.config.event_driven or self.config.gavel_rounds
+                now = nxt if exact else t0 + math.ceil((nxt - t0) / R - 1e-12) * R
                 continue
             self._decide(now)
             if not self.assignments and self._peek_arrival() is None:
-                break  # nothing runs and nothing will change: the queued jobs can never run here
+                # Nothing runs and nothing will arrive: a policy that holds jobs back (Gavel's
+                # re-solve interval) may let them go now; otherwise they can never run here.
+                if self.scheduler.policy.on_idle(now):
+                    self._decide(now)
+                if not self.assignments:
+                    break
+            if self.config.gavel_rounds:
+                round_ended = bool(self.assignments)
+                if self.assignments:
+                    now, finished = self._gavel_round(now)
+                    done_count += finished
+                else:
+                    nxt = self._peek_arrival()
+                    assert nxt is not None
+                    now = max(now, nxt)
+                if progress is not None:
+                    progress(now - t0, done_count, total)
+                continue
             stop = now + R
             if self.config.event_driven:
                 nxt = self._peek_arrival()
@@ -246,6 +273,49 @@ class Simulator:
                 return now, finished
         self._advance(stop - now)
         return stop, finished
+
+    def _gavel_round(self, now: float) -> tuple[float, int]:
+        """One Gavel round: every running unit runs one micro-task; returns (round end, completions).
+
+        A job runs floor(rate x (round - overhead)) iterations (Gavel's ``int(throughput *
+        time_per_iteration)``), or what it has left, and then waits for the round to end. Both
+        members of a pair keep their paired rate for the whole micro-task, and a pair's micro-task
+        (its jobs' completion time too) ends when its slower member's does, as in Gavel.
+        """
+        t = self.table
+        R = self.config.round_seconds
+        rows = self.run_rows
+        ov = t.overhead_left[rows]
+        paid = np.minimum(ov, R)
+        budget = R - paid
+        rate = t.rate[rows]
+        remaining = t.work[rows] - t.progress[rows]
+        full = rate * budget
+        steps = np.where(full >= 1.0, np.floor(full), full)
+        steps = np.minimum(steps, remaining)
+        finishing = steps >= remaining
+        dur = paid + steps / rate
+        unit_end = dur.copy()
+        pos = {int(r): i for i, r in enumerate(rows.tolist())}
+        for i, r in enumerate(rows.tolist()):
+            partner = self.assignments[r].partner
+            if partner is not None and partner in pos:
+                unit_end[i] = max(dur[i], dur[pos[partner]])
+        t.progress[rows] += steps
+        t.overhead_left[rows] = ov - paid
+        t.attained[rows] += t.num_gpus[rows] * dur
+        t.executed[rows] += dur
+        # A pair holds the host's GPUs until its micro-task ends; count them once.
+        hosts = np.array([self.assignments[r].partner is None or r < self.assignments[r].partner
+                          for r in rows.tolist()], dtype=bool)
+        self.busy_gpu_seconds += float((t.num_gpus[rows] * unit_end)[hosts].sum())
+        end = now + float(unit_end.max())
+        done = 0
+        for finish in sorted(set(unit_end[finishing].tolist())):
+            who = rows[finishing & (unit_end == finish)]
+            self._complete(who, now + finish)
+            done += int(who.size)
+        return end, done
 
     def _complete(self, rows: np.ndarray, now: float) -> None:
         t = self.table

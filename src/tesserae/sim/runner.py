@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +34,14 @@ class RunSpec(BaseModel):
     promote_knob: float | None = None
     gittins_prior: str | None = None
     skew_threshold: float | None = None
+    #: Gavel baselines: minimum seconds between allocation resets (Gavel's 1920; 0 = at every change).
+    gavel_reset_interval: float = Field(1920.0, ge=0)
+    #: Gavel's max-min LP: the central optimum Gavel's interior-point solver returns, or a vertex
+    #: with the largest total throughput at the max-min optimum.
+    gavel_lp: Literal["center", "max-total"] = "center"
+    #: Gavel's round ending and idle jump in the simulator; None = the policy's default (on for
+    #: the Gavel baselines, off for every other policy).
+    gavel_rounds: bool | None = None
 
     @property
     def label(self) -> str:
@@ -44,7 +52,9 @@ class RunSpec(BaseModel):
     def options(self) -> dict[str, Any]:
         """Options handed to the policy and placement factories (each takes what it knows)."""
         names = ("queues", "promote_knob", "gittins_prior", "skew_threshold", "packing")
-        return {k: getattr(self, k) for k in names if getattr(self, k) not in (None, False)}
+        out = {k: getattr(self, k) for k in names if getattr(self, k) not in (None, False)}
+        return {**out, "gavel_reset_interval": self.gavel_reset_interval, "gavel_lp": self.gavel_lp,
+                "round_seconds": self.round_seconds}
 
 
 def parse_run_label(label: str, base: RunSpec) -> RunSpec:
@@ -74,9 +84,14 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
              progress: ProgressCallback | None = None) -> tuple[SimResult, dict[str, Any]]:
     """Run one configuration; returns the raw result and its summary."""
     scheduler = build_scheduler(cluster, model, run)
+    gavel_rounds = scheduler.policy.gavel_rounds if run.gavel_rounds is None else run.gavel_rounds
+    if gavel_rounds and run.event_driven:
+        if run.gavel_rounds:
+            raise InputError("--gavel-rounds and --event-driven exclude each other", field="event-driven")
+        gavel_rounds = False  # an explicit --event-driven wins over the policy's default
     sim = Simulator(specs, cluster, scheduler,
                     SimConfig(round_seconds=run.round_seconds, restart_overhead=run.restart_overhead,
-                              event_driven=run.event_driven))
+                              event_driven=run.event_driven, gavel_rounds=gavel_rounds))
     result = sim.run(progress)
     summary = summarize(result, policy=run.policy, placement=run.placement, profile=model.name,
                         profile_measured=model.measured, seed=seed, window=window,
