@@ -172,3 +172,14 @@ def test_the_client_retries_a_lost_answer_with_the_same_key(shared_server: Serve
     assert after - before == {job["id"]}
     shared_server.wait_state(job["id"], "completed")
     wait_for(lambda: shared_server.job(job["id"])["state"] == "completed")
+
+
+def test_errors_outside_validation_match_the_schema_too(shared_server: Server) -> None:
+    c = shared_server.client()
+    r = c.request("OPTIONS", "/v1/jobs")
+    assert r.status_code == 405 and r.headers["allow"] == "GET, POST"  # not only the first route's methods
+    r = c.get("/v1/jobs", params={"state": "bogus"})
+    assert r.status_code == 422 and "'state'" in r.json()["detail"]
+    jsonschema.validate(r.json(), _error_schema(shared_server))
+    r = c.post("/v1/jobs", content=b"\xff\xfe{", headers={"Content-Type": "application/json"})
+    assert r.status_code in (400, 422) and r.json()["detail"]

@@ -21,14 +21,16 @@ import re
 import shutil
 import sqlite3
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tesserae
 from tesserae.runtime.api_limits import (
@@ -53,16 +55,21 @@ _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 #: Linux refuses a single argument or environment string longer than this (MAX_ARG_STRLEN).
 MAX_ARG = 131072
 JobId = Annotated[int, PathParam(ge=1, le=MAX_INT, description="A job id.")]
+JobState = Literal[JOB_STATES]  # type: ignore[valid-type]
 
 
 class JobSubmission(BaseModel):
     """A job to run: the command (an argv list), how many GPUs (a gang: all or nothing), and extras."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
+        {"command": ["python", "train.py", "--lr", "0.1"], "gpus": 2, "name": "resnet", "iterations": 1000},
+        {"command": ["true"], "gpus": 1}]})
 
+    # minItems and the pattern below are published in the schema; the validators give the clearer messages.
     command: list[Annotated[SafeStr, Field(max_length=MAX_ARG)]] = Field(
-        max_length=4096, description="Program and arguments (argv), run without a shell unless `shell` is true, in "
-                                     "which case it is one shell command line.")
+        max_length=4096, json_schema_extra={"minItems": 1},
+        description="Program and arguments (argv), run without a shell unless `shell` is true, in which case it is "
+                    "one shell command line.")
     gpus: BoundedInt = Field(description="GPUs the job needs, all at once (a gang).")
     name: SafeStr | None = Field(None, min_length=1, max_length=200, description="Display name.")
     job_type: str = Field("generic", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$",
@@ -70,8 +77,9 @@ class JobSubmission(BaseModel):
     iterations: BoundedInt | None = Field(None, description="Total iterations (the job's work), if known.")
     env: dict[Annotated[SafeStr, Field(max_length=256)], Annotated[SafeStr, Field(max_length=MAX_ARG)]] = Field(
         default_factory=dict, max_length=1024, description="Extra environment variables.")
-    workdir: SafeStr | None = Field(None, max_length=4096, description="Absolute working directory on the server "
-                                                                      "machine (default: a private folder of the job).")
+    workdir: SafeStr | None = Field(None, max_length=4096, json_schema_extra={"pattern": "^/"},
+                                    description="Absolute working directory on the server machine (default: a "
+                                                "private folder of the job).")
     shell: bool = Field(False, description="Run `command[0]` with /bin/sh -c.")
     nproc: int = Field(1, ge=1, le=64, description="Copies of the command to start (RANK 0..nproc-1).")
 
@@ -264,6 +272,15 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
         return SafeJSONResponse(status_code=422, content={"detail": "; ".join(e["message"] for e in errors),
                                                           "errors": errors})
 
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first route's methods for a path
+            path = request.url.path
+            headers["Allow"] = ", ".join(sorted({m for r in app.routes if isinstance(r, APIRoute)
+                                                 and r.path_regex.match(path) for m in r.methods or ()}))
+        return SafeJSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
+
     @app.exception_handler(SubmitError)
     async def _submit_error(request: Request, exc: SubmitError) -> JSONResponse:
         msg = f"'{exc.field}': {exc}"
@@ -301,8 +318,14 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     def whoami(who: Who) -> dict[str, Any]:
         return {"user": who.user, "admin": who.admin}
 
+    job_links = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/id"}}
+                 for name, op in (("ShowJob", "show_v1_jobs__job_id__get"),
+                                  ("CancelJob", "cancel_v1_jobs__job_id__cancel_post"),
+                                  ("JobLogs", "logs_v1_jobs__job_id__logs_get"))}
+
     @app.post("/v1/jobs", status_code=201, tags=["jobs"],
-              responses={200: {"description": "A retry: the job this Idempotency-Key already created."},
+              responses={201: {"description": "The job, queued.", "links": job_links},
+                         200: {"description": "A retry: the job this Idempotency-Key already created."},
                          409: {"model": ErrorBody, "description": "The Idempotency-Key was used for another "
                                                                   "submission."}})
     def submit(sub: JobSubmission, who: Who, response: Response,
@@ -357,11 +380,9 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
 
     @app.get("/v1/jobs", tags=["jobs"])
     def list_jobs(who: Who,
-                  state: Annotated[SafeStr | None, Query(max_length=20, description="Only jobs in this state.")] = None,
+                  state: Annotated[JobState | None, Query(description="Only jobs in this state.")] = None,
                   limit: Annotated[int, Query(ge=1, le=100000)] = 1000) -> dict[str, Any]:
         """Your jobs (all jobs for an admin), oldest first."""
-        if state is not None and state not in JOB_STATES:
-            raise HTTPException(422, f"unknown state '{state}'; one of: {', '.join(JOB_STATES)}")
         sql, params = "SELECT * FROM jobs WHERE 1=1", []
         if not who.admin:
             sql += " AND user=?"
@@ -379,7 +400,8 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
         events = store.query("SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,))
         return job_view(row, live_allocation(job_id), events)
 
-    @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"])
+    @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"],
+              responses={409: {"model": ErrorBody, "description": "The job has already ended."}})
     def cancel(job_id: JobId, who: Who) -> dict[str, Any]:
         """Cancel a job: at once if it waits; a running job gets SIGTERM, then SIGKILL after the grace."""
         row = own_job(job_id, who)
@@ -388,7 +410,9 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
         controller.cancel(job_id, who.user)
         return job_view(store.one("SELECT * FROM jobs WHERE id=?", (job_id,)), live_allocation(job_id))
 
-    @app.get("/v1/jobs/{job_id}/logs", tags=["jobs"], response_class=PlainTextResponse)
+    @app.get("/v1/jobs/{job_id}/logs", tags=["jobs"], response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "The log bytes from `offset` (at most `limit`)."}})
     def logs(job_id: JobId, who: Who, offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
              limit: Annotated[int, Query(ge=1, le=LOG_CHUNK)] = LOG_CHUNK) -> Response:
         """The job's output (stdout and stderr of every run) from byte ``offset``; the next offset is in
@@ -426,7 +450,9 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
         return {"user": req.user, "admin": req.admin, "token": store.create_token(req.user, admin=req.admin,
                                                                                   label=req.label)}
 
-    @app.get("/metrics", tags=["server"], response_class=PlainTextResponse)
+    @app.get("/metrics", tags=["server"], response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format."}})
     def metrics() -> Response:
         """Prometheus text format: jobs by state, GPUs, rounds, decision time, preemptions."""
         return Response(content=prometheus_text(controller), media_type="text/plain; version=0.0.4")

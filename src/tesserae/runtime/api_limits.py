@@ -52,6 +52,7 @@ class ErrorBody(BaseModel):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "The body cannot be parsed (it is not UTF-8 text)."},
     401: {"model": ErrorBody, "description": "Missing, invalid or revoked token."},
     403: {"model": ErrorBody, "description": "Not allowed for this token."},
     404: {"model": ErrorBody, "description": "No such object."},
