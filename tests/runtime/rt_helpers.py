@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tesserae.runtime import procs
+from tesserae.runtime import lifetime, procs
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = REPO / "examples" / "toy_trainer.py"
@@ -154,11 +154,14 @@ def start_server(state: Path, *extra: str, gpus: int = 2, policy: str = "las", r
 
 
 def kill_jobs(state: Path) -> None:
-    """SIGKILL every job process (launchers and their children) of a state folder."""
+    """SIGKILL every job process (launchers and their children) of a state folder; remove its cgroups."""
     pids = procs.pids_with_marker_prefix(str(state.resolve()))
     procs.kill_pids(pids)
     for pid in pids:
         wait_for(lambda p=pid: procs.start_ticks(p) is None, 10.0, 0.02, f"process {pid} to exit")
+    base = lifetime.base_for(state.resolve())
+    if base is not None:
+        lifetime.remove_empty(base)
 
 
 def runs_of(state: Path, job_id: int) -> list[dict[str, Any]]:

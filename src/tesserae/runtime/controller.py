@@ -311,6 +311,8 @@ class Controller:
                 c.execute("UPDATE jobs SET state='queued', first_start=NULL, last_start=NULL "
                           "WHERE id=? AND state='running'", (job_id,))
             self.store.event(job_id, "requeued", {"allocation": a["id"], "why": "never started"})
+        if not self._distributed:
+            self.executor.release(str(a["run_dir"]))
         self.log(f"job {job_id}: run {a['id']} never started; requeued")
 
     # ------------------------------------------------------------------ polling

@@ -6,7 +6,7 @@ it may create), every run gets a cgroup ``tesserae-KEY/run-JOB-RUN`` under the s
 cgroup; its launcher joins it and puts the job's processes in the child ``job``. No controller
 (cpu, memory) is needed: the cgroup is used for membership only. A process cannot leave it, so
 ``cgroup.kill`` ends every process the job started, daemonised, re-sessioned or with a scrubbed
-environment, and ``populated 0`` in ``cgroup.events`` says when the last one is gone.
+environment, and ``cgroup.procs`` of the subtree says when the last one is gone.
 
 Elsewhere (cgroup v1 only, no delegation for a non-root server, ``--cgroups off``) a run is its
 session and process group (the launcher is a session leader) plus every process that still
@@ -57,19 +57,6 @@ def join(cgroup: str | os.PathLike[str], pid: int = 0) -> None:
         f.write(str(pid))
 
 
-def populated(cgroup: str | os.PathLike[str]) -> bool:
-    """True while any process lives in ``cgroup`` or below it."""
-    try:
-        with open(os.path.join(cgroup, "cgroup.events")) as f:
-            for line in f:
-                key, _, value = line.partition(" ")
-                if key == "populated":
-                    return value.strip() == "1"
-    except OSError:
-        return False
-    return False
-
-
 def pids(cgroup: str | os.PathLike[str]) -> list[int]:
     """Every process in ``cgroup`` and its descendants."""
     out: list[int] = []
@@ -102,6 +89,25 @@ def of_run(run_dir: str | os.PathLike[str]) -> str | None:
     return text or None
 
 
+def base_for(state_dir: Path) -> Path | None:
+    """Where the runs of ``state_dir`` get their cgroups, under this process's cgroup (not created)."""
+    mount, own = cgroup2_mount(), own_cgroup()
+    if mount is None or own is None:
+        return None
+    key = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
+    return mount / own.lstrip("/") / f"tesserae-{key}"
+
+
+def remove_empty(base: Path) -> None:
+    """Remove the run cgroups under ``base`` that hold no process, then ``base`` if it is empty."""
+    with contextlib.suppress(OSError), os.scandir(base) as it:
+        for entry in it:
+            if entry.is_dir() and entry.name.startswith("run-"):
+                remove(entry.path)
+    with contextlib.suppress(OSError):
+        os.rmdir(base)
+
+
 class Cgroups:
     """The cgroup v2 folder of one state folder's runs: ``<server's cgroup>/tesserae-KEY``."""
 
@@ -112,13 +118,12 @@ class Cgroups:
     def detect(cls, state_dir: Path, log: Callable[[str], None] | None = None) -> Cgroups | None:
         """The usable cgroup v2 base for this state folder, or None (with a one-line reason)."""
         say = log or (lambda msg: None)
-        mount, own = cgroup2_mount(), own_cgroup()
-        if mount is None or own is None:
+        base = base_for(state_dir)
+        if base is None:
             say("no cgroup v2 hierarchy here (cgroup v1 only): a job's processes are tracked by session, "
                 "process group and run marker")
             return None
-        key = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
-        base = mount / own.lstrip("/") / f"tesserae-{key}"
+        mount = cgroup2_mount()
         try:
             base.mkdir(exist_ok=True)
         except OSError as e:

@@ -220,7 +220,7 @@ def serve(opts: ServerOptions) -> None:
     from tesserae.runtime.executor import LocalExecutor
     from tesserae.runtime.gpus import discover, machine_cluster
     from tesserae.runtime.job_env import check_pass_env
-    from tesserae.runtime.lifetime import Cgroups
+    from tesserae.runtime.lifetime import Cgroups, remove_empty
     from tesserae.sim.runner import build_scheduler
 
     if opts.executor not in ("local", "ray"):
@@ -373,6 +373,8 @@ def serve(opts: ServerOptions) -> None:
         if opts.ready_file is not None:
             with contextlib.suppress(FileNotFoundError):
                 opts.ready_file.unlink()
+        if ray_executor is None and executor.cgroups is not None:  # type: ignore[union-attr]
+            remove_empty(executor.cgroups.base)  # type: ignore[union-attr]  # runs still alive keep theirs
         os.close(lock_fd)
     if ray_executor is not None and ray_executor.started_ray:
         say("stopped, and the local Ray instance with it (running jobs were stopped; they resume from their "
