@@ -82,7 +82,8 @@ def start_server(state: Path, gpus: int, policy: str, placement: str, round_seco
                  event_driven: bool, queues: str | None) -> tuple[subprocess.Popen[bytes], str, str]:
     cmd = [PY, "-m", "tesserae.cli", "server", "--state", str(state), "--virtual-gpus", str(gpus), "--host",
            "127.0.0.1", "--port", "0", "--policy", policy, "--placement", placement, "--round-seconds",
-           str(round_seconds), "--grace-seconds", "10", "--event-driven" if event_driven else "--rounds-only"]
+           str(round_seconds), "--grace-seconds", "10", "--event-driven" if event_driven else "--rounds-only",
+           "--insecure-same-user"]  # the toy jobs use this checkout's Python environment
     if queues:
         cmd += ["--queues", queues]
     log = (state.parent / "server.log").open("wb")
@@ -115,7 +116,7 @@ def run_real(jobs: list[dict[str, Any]], args: argparse.Namespace, workdir: Path
                 time.sleep(delay)
             cmd = [PY, str(TOY), "--iterations", str(job["iterations"]), "--seconds-per-iteration", str(args.spi)]
             r = http.post("/v1/jobs", json={"command": cmd, "gpus": job["gpus"], "iterations": job["iterations"],
-                                            "job_type": "toy", "name": f"toy-{job['index']}"})
+                                            "name": f"toy-{job['index']}"})
             r.raise_for_status()
             job["id"] = r.json()["id"]
             print(f"  submitted job {job['id']} ({job['gpus']} GPU, {job['iterations']} iterations)", flush=True)

@@ -9,6 +9,13 @@ from the checkpoint. At the end it writes ``result.json`` in its checkpoint fold
 (first and last iteration of each) show whether any progress was lost or repeated, and
 ``--completions FILE`` appends one line per completion (a test of exactly-once completion).
 
+Options for the runtime's crash tests: ``--wait-for FILE`` holds each run at its start until FILE
+exists (still answering SIGTERM), so a test decides when jobs make progress instead of racing
+them; ``--gpu-locks DIR`` holds an exclusive lock on ``DIR/gpu-N`` for each GPU of the run and
+records any GPU found held by another run (a GPU given twice); ``--linger S`` keeps the process
+alive S seconds after it completed, while the interpreter shuts down (where a stop signal used to
+turn a completed job into a killed one).
+
     tesserae submit --gpus 1 --iterations 200 -- python examples/toy_trainer.py --iterations 200 \\
         --seconds-per-iteration 0.05
 
@@ -33,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--completions", default=None, help="Append a line to this file on completion.")
     parser.add_argument("--fail-at", type=int, default=None, help="Exit with code 3 at this iteration (tests).")
     parser.add_argument("--ignore-sigterm", action="store_true", help="Do not stop on SIGTERM (tests).")
+    parser.add_argument("--wait-for", default=None, help="Wait at the start of each run until this file exists.")
+    parser.add_argument("--gpu-locks", default=None, help="Lock DIR/gpu-N for each GPU of the run (tests).")
+    parser.add_argument("--linger", type=float, default=0.0, help="Stay alive this long after completing (tests).")
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.seconds_per_iteration < 0:
         parser.error("--iterations must be >= 1 and --seconds-per-iteration >= 0")
@@ -50,6 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         with open(job.checkpoint_dir / "overlap.log", "a") as f:
             f.write(f"{os.getpid()} {time.time()}\n")
         return 4
+    if args.gpu_locks:
+        _HELD.extend(_lock_gpus(args.gpu_locks))  # released when the process ends, however it ends
+    if args.wait_for:
+        while not os.path.exists(args.wait_for):
+            if job.preempted:
+                print("toy: preempted while waiting to start", flush=True)
+                job.exit_preempted()
+            time.sleep(0.02)
     state = job.restore() or {"iteration": 0, "value": 0, "runs": []}
     start = int(state["iteration"])
     state["runs"].append({"start": start, "end": start, "pid": os.getpid(), "time": time.time()})
@@ -85,7 +103,39 @@ def main(argv: list[str] | None = None) -> int:
             f.write(f"{os.environ.get('TESSERAE_JOB_ID', '-')} {state['value']}\n")
     print(f"toy: done, {state['iteration']} iterations in {len(state['runs'])} run(s), time={time.time():.6f}",
           flush=True)
+    if args.linger > 0:
+        _LINGER.append(_Linger(args.linger))
     return 0
+
+
+class _Linger:
+    """Sleeps when collected, which is late in interpreter shutdown (after Python's signal handlers are gone)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def __del__(self) -> None:
+        time.sleep(self.seconds)
+
+
+_LINGER: list[_Linger] = []
+_HELD: list[object] = []
+
+
+def _lock_gpus(folder: str) -> list[object]:
+    """An exclusive lock per GPU of this run, held until the process ends; a GPU already locked by
+    another run is recorded in ``DIR/double-booked.log``."""
+    os.makedirs(folder, exist_ok=True)
+    held = []
+    for gpu in filter(None, os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")):
+        f = open(os.path.join(folder, f"gpu-{gpu}"), "a")  # noqa: SIM115 - held for the whole run
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            with open(os.path.join(folder, "double-booked.log"), "a") as log:
+                log.write(f"gpu {gpu} job {os.environ.get('TESSERAE_JOB_ID', '-')} {time.time()}\n")
+        held.append(f)
+    return held
 
 
 if __name__ == "__main__":

@@ -78,6 +78,13 @@ def _atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
             os.close(dfd)
 
 
+def _ignore_stop_signals() -> None:
+    """SIGTERM ignored for the rest of the process (SIG_IGN survives interpreter shutdown; a Python
+    handler does not)."""
+    with contextlib.suppress(ValueError):  # not the main thread: leave it as it is
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
+
 def _torch() -> Any | None:
     try:
         import torch
@@ -126,6 +133,7 @@ class Job:
     def exit_preempted(self) -> NoReturn:
         """Report the final progress and exit with the code that tells the controller 'requeue me'."""
         self.report(self.iteration, force=True)
+        _ignore_stop_signals()
         sys.stdout.flush()
         sys.stderr.flush()
         sys.exit(PREEMPTED_EXIT_CODE)
@@ -146,8 +154,15 @@ class Job:
         self._last_report, self._reported = now, self.iteration
 
     def complete(self) -> None:
-        """Report the final progress (call once the work is done)."""
+        """Report the final progress (call once the work is done).
+
+        From here on a stop request (SIGTERM) is ignored: the work is done, and the process must end
+        with its own exit code. Otherwise a SIGTERM arriving while the interpreter shuts down (when
+        Python has put back the default action, which is to die) would kill a job that completed,
+        the controller would count it as preempted and run it again: a second completion.
+        """
         self.report(self.iteration, force=True)
+        _ignore_stop_signals()
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, state: Any, *, iteration: int | None = None) -> Path:

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tesserae.runtime import procs
+from tesserae.runtime import lifetime, procs
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = REPO / "examples" / "toy_trainer.py"
@@ -112,10 +112,13 @@ class Server:
 
 def start_server(state: Path, *extra: str, gpus: int = 2, policy: str = "las", round_seconds: float = 1.0,
                  grace: float = 5.0, env: dict[str, str] | None = None, timeout: float = 30.0,
-                 wait: bool = True, executor_args: tuple[str, ...] | None = None) -> Server:
+                 wait: bool = True, executor_args: tuple[str, ...] | None = None,
+                 isolation: tuple[str, ...] = ("--insecure-same-user",)) -> Server:
     """Start a server; with ``wait`` (default) return once it answers /healthz.
 
     ``executor_args`` replaces ``--virtual-gpus GPUS`` (the Ray tests pass ``--executor ray ...``).
+    ``isolation`` says who jobs run as: most tests run their toy jobs (which import this checkout's
+    Python environment) as the test's own account; the isolation tests pass ``--job-user ...``.
     """
     state.mkdir(parents=True, exist_ok=True)
     info = state / "server.json"
@@ -125,7 +128,7 @@ def start_server(state: Path, *extra: str, gpus: int = 2, policy: str = "las", r
     where = executor_args if executor_args is not None else ("--virtual-gpus", str(gpus))
     cmd = [PY, "-m", "tesserae.cli", "server", "--state", str(state), *where, "--host",
            "127.0.0.1", "--port", "0", "--round-seconds", str(round_seconds), "--policy", policy,
-           "--grace-seconds", str(grace), *extra]
+           "--grace-seconds", str(grace), *isolation, *extra]
     base = {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
     with output.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**base, **(env or {})})
@@ -151,11 +154,14 @@ def start_server(state: Path, *extra: str, gpus: int = 2, policy: str = "las", r
 
 
 def kill_jobs(state: Path) -> None:
-    """SIGKILL every job process (launchers and their children) of a state folder."""
+    """SIGKILL every job process (launchers and their children) of a state folder; remove its cgroups."""
     pids = procs.pids_with_marker_prefix(str(state.resolve()))
     procs.kill_pids(pids)
     for pid in pids:
         wait_for(lambda p=pid: procs.start_ticks(p) is None, 10.0, 0.02, f"process {pid} to exit")
+    base = lifetime.base_for(state.resolve())
+    if base is not None:
+        lifetime.remove_empty(base)
 
 
 def runs_of(state: Path, job_id: int) -> list[dict[str, Any]]:

@@ -176,6 +176,6 @@ def test_server_without_gpus_says_to_use_virtual_gpus(tmp_path: Path, monkeypatc
 
 def test_a_second_server_on_the_same_state_is_refused(shared_server: Server, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
-    p = run_here(["server", "--state", str(shared_server.state), "--virtual-gpus", "2", "--port", "0"], {},
-                 monkeypatch, capsys)
+    p = run_here(["server", "--state", str(shared_server.state), "--virtual-gpus", "2", "--port", "0",
+                  "--insecure-same-user"], {}, monkeypatch, capsys)
     assert "another tesserae server is using" in one_line_error(p)

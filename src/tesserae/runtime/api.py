@@ -2,28 +2,49 @@
 
 Every ``/v1`` route needs ``Authorization: Bearer TOKEN``. A user sees and cancels only their own
 jobs; an admin token sees and cancels all of them and may create tokens. Errors are JSON objects
-``{"detail": "one clear sentence"}`` (422 validation errors add ``errors``: one entry per field).
+``{"detail": "one clear sentence"}`` (422 validation errors add ``errors``: one entry per field;
+the ``ErrorBody`` schema). Inputs are bounded (``api_limits``): no NUL or lone surrogate in any
+string, integers at most 2^53, bodies at most 1 MiB (``--max-body-bytes``).
 The OpenAPI schema is at ``/openapi.json`` and the interactive docs at ``/docs``; ``/healthz`` and
 ``/metrics`` need no token (the metrics are cluster-wide counts, no job names or commands).
+
+``POST /v1/jobs`` takes an ``Idempotency-Key`` header (the CLI sends one by default): a retried
+submission with the same key and body returns the job the first one created (status 200), so a
+client that lost the answer can ask again without submitting twice.
 """
 
+import hashlib
 import json
+import math
 import os
 import re
 import shutil
+import sqlite3
 import time
-from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Query, Request
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tesserae
+from tesserae.runtime.api_limits import (
+    DEFAULT_MAX_BODY,
+    ERROR_RESPONSES,
+    BodyLimit,
+    BoundedInt,
+    ErrorBody,
+    SafeJSONResponse,
+    SafeStr,
+)
 from tesserae.runtime.controller import Controller
+from tesserae.runtime.job_files import MAX_INT, read_log
 from tesserae.runtime.store import FINAL_STATES, JOB_STATES, Principal
 
 LOG_CHUNK = 1 << 20
@@ -31,23 +52,35 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "MASTER_ADDR", "MASTER_PORT", "RANK",
                           "LOCAL_RANK", "WORLD_SIZE"})
 _INTERPRETERS = re.compile(r"^(python[0-9.]*|sh|bash|zsh|env|uv|torchrun)$")
+_IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+#: Linux refuses a single argument or environment string longer than this (MAX_ARG_STRLEN).
+MAX_ARG = 131072
+JobId = Annotated[int, PathParam(ge=1, le=MAX_INT, description="A job id.")]
+JobState = Literal[JOB_STATES]  # type: ignore[valid-type]
 
 
 class JobSubmission(BaseModel):
     """A job to run: the command (an argv list), how many GPUs (a gang: all or nothing), and extras."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
+        {"command": ["python", "train.py", "--lr", "0.1"], "gpus": 2, "name": "resnet", "iterations": 1000},
+        {"command": ["true"], "gpus": 1}]})
 
-    command: list[str] = Field(description="Program and arguments (argv), run without a shell unless "
-                                           "`shell` is true, in which case it is one shell command line.")
-    gpus: int = Field(ge=1, description="GPUs the job needs, all at once (a gang).")
-    name: str | None = Field(None, min_length=1, max_length=200, description="Display name.")
+    # minItems and the pattern below are published in the schema; the validators give the clearer messages.
+    command: list[Annotated[SafeStr, Field(max_length=MAX_ARG)]] = Field(
+        max_length=4096, json_schema_extra={"minItems": 1},
+        description="Program and arguments (argv), run without a shell unless `shell` is true, in which case it is "
+                    "one shell command line.")
+    gpus: BoundedInt = Field(description="GPUs the job needs, all at once (a gang).")
+    name: SafeStr | None = Field(None, min_length=1, max_length=200, description="Display name.")
     job_type: str = Field("generic", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$",
                           description="Model / batch-size class, as the throughput profile names it.")
-    iterations: int | None = Field(None, ge=1, description="Total iterations (the job's work), if known.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables.")
-    workdir: str | None = Field(None, description="Absolute working directory on the server machine "
-                                                  "(default: a private folder of the job).")
+    iterations: BoundedInt | None = Field(None, description="Total iterations (the job's work), if known.")
+    env: dict[Annotated[SafeStr, Field(max_length=256)], Annotated[SafeStr, Field(max_length=MAX_ARG)]] = Field(
+        default_factory=dict, max_length=1024, description="Extra environment variables.")
+    workdir: SafeStr | None = Field(None, max_length=4096, json_schema_extra={"pattern": "^/"},
+                                    description="Absolute working directory on the server machine (default: a "
+                                                "private folder of the job).")
     shell: bool = Field(False, description="Run `command[0]` with /bin/sh -c.")
     nproc: int = Field(1, ge=1, le=64, description="Copies of the command to start (RANK 0..nproc-1).")
 
@@ -59,8 +92,6 @@ class JobSubmission(BaseModel):
                              '"train.py"]')
         if not v[0].strip():
             raise ValueError("the program name (first element) is empty")
-        if any("\0" in a for a in v):
-            raise ValueError("arguments cannot contain NUL characters")
         return v
 
     @field_validator("env")
@@ -85,7 +116,7 @@ class TokenRequest(BaseModel):
 
     user: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@\-]+$")
     admin: bool = False
-    label: str = Field("", max_length=200)
+    label: SafeStr = Field("", max_length=200)
 
 
 class SubmitError(ValueError):
@@ -102,40 +133,59 @@ def _default_name(command: list[str]) -> str:
 
 
 def check_submission(sub: JobSubmission, controller: Controller) -> None:
-    """Checks that need the server: GPU count against this cluster, paths and the program."""
+    """Checks that need the server: GPU count against this cluster, the job type, paths and the program."""
     cluster = controller.cluster
     biggest = max(cluster.gpus_by_type.values())
     if sub.gpus > cluster.num_gpus:
         raise SubmitError("gpus", f"the job asks for {sub.gpus} GPUs but this cluster has {cluster.num_gpus}")
     if sub.gpus > biggest:
         raise SubmitError("gpus", f"the job asks for {sub.gpus} GPUs but at most {biggest} are of one type")
+    known = controller.job_types()
+    if sub.job_type not in known:
+        shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
+        raise SubmitError("job_type", f"unknown job type '{sub.job_type}'; this server's profile knows: {shown}")
     workdir = None
     if sub.workdir is not None:
-        workdir = Path(sub.workdir)
-        if not workdir.is_absolute():
+        workdir = sub.workdir
+        if not os.path.isabs(workdir):
             raise SubmitError("workdir", f"'{sub.workdir}' is not an absolute path")
-        if not workdir.is_dir():
+        if not os.path.isdir(workdir):
             raise SubmitError("workdir", f"'{sub.workdir}' is not a directory on the server")
     if sub.shell:
         return
     prog = sub.command[0]
     if "/" in prog:
-        path = Path(prog)
-        if not path.is_absolute():
+        path = prog
+        if not os.path.isabs(path):
             if workdir is None:
                 raise SubmitError("command", f"'{prog}' is a relative path but the job runs in its own folder; "
                                              "give an absolute path or a workdir")
-            path = workdir / path
-        if not path.is_file():
+            path = os.path.join(workdir, path)
+        if not os.path.isfile(path):
             raise SubmitError("command", f"'{prog}' does not exist on the server")
         if not os.access(path, os.X_OK):
             raise SubmitError("command", f"'{prog}' is not executable")
-    elif shutil.which(prog, path=sub.env.get("PATH", os.environ.get("PATH"))) is None:
-        raise SubmitError("command", f"'{prog}' is not found on the server's PATH")
+    else:
+        try:
+            found = shutil.which(prog, path=sub.env.get("PATH", os.environ.get("PATH")))
+        except (OSError, ValueError):
+            found = None
+        if found is None:
+            raise SubmitError("command", f"'{prog}' is not found on the server's PATH")
+
+
+def request_hash(sub: JobSubmission) -> str:
+    """What identifies a submission for its idempotency key: its canonical JSON."""
+    return hashlib.sha256(json.dumps(sub.model_dump(), sort_keys=True).encode()).hexdigest()
 
 
 def _num(v: Any) -> Any:
-    return None if v is None else float(v)
+    return None if v is None else _finite(v)
+
+
+def _finite(v: Any) -> float | None:
+    x = float(v)
+    return x if math.isfinite(x) else None
 
 
 def job_view(row: Any, allocation: Any | None, events: list[Any] | None = None) -> dict[str, Any]:
@@ -163,7 +213,7 @@ def job_view(row: Any, allocation: Any | None, events: list[Any] | None = None) 
         "nproc": int(row["nproc"]),
         "workdir": row["workdir"],
         "env": json.loads(row["env"]),
-        "iterations_done": float(row["progress"]),
+        "iterations_done": _finite(row["progress"]) or 0.0,
         "iterations_total": None if total is None else int(total),
         "submit_time": submit,
         "first_start_time": first,
@@ -208,25 +258,36 @@ def _field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     return out
 
 
-def create_app(controller: Controller, info: dict[str, Any]) -> FastAPI:
+def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
     store = controller.store
     # Swagger UI and ReDoc from the package (fastapi-offline), not a CDN: /docs works air-gapped.
     app = FastAPIOffline(title="Tesserae", static_url="/docs-static", version=tesserae.__version__,
                   description="GPU cluster scheduler: submit, watch and cancel jobs. Authenticate with "
-                              "`Authorization: Bearer TOKEN` (`tesserae token create`).")
+                              "`Authorization: Bearer TOKEN` (`tesserae token create`).",
+                  default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
+    app.add_middleware(BodyLimit, limit=max_body)
     bearer = HTTPBearer(auto_error=False, description="A Tesserae token (tsr_...).")
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         errors = _field_errors(exc)
-        return JSONResponse(status_code=422, content={"detail": "; ".join(e["message"] for e in errors),
-                                                      "errors": errors})
+        return SafeJSONResponse(status_code=422, content={"detail": "; ".join(e["message"] for e in errors),
+                                                          "errors": errors})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:  # Starlette names only the first route's methods for a path
+            path = request.url.path
+            headers["Allow"] = ", ".join(sorted({m for r in app.routes if isinstance(r, APIRoute)
+                                                 and r.path_regex.match(path) for m in r.methods or ()}))
+        return SafeJSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
     @app.exception_handler(SubmitError)
     async def _submit_error(request: Request, exc: SubmitError) -> JSONResponse:
         msg = f"'{exc.field}': {exc}"
-        return JSONResponse(status_code=422, content={"detail": msg,
-                                                      "errors": [{"field": exc.field, "message": msg}]})
+        return SafeJSONResponse(status_code=422, content={"detail": msg,
+                                                          "errors": [{"field": exc.field, "message": msg}]})
 
     def principal(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
         if creds is None or not creds.credentials:
@@ -259,29 +320,71 @@ def create_app(controller: Controller, info: dict[str, Any]) -> FastAPI:
     def whoami(who: Who) -> dict[str, Any]:
         return {"user": who.user, "admin": who.admin}
 
-    @app.post("/v1/jobs", status_code=201, tags=["jobs"])
-    def submit(sub: JobSubmission, who: Who) -> dict[str, Any]:
+    job_links = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/id"}}
+                 for name, op in (("ShowJob", "show_v1_jobs__job_id__get"),
+                                  ("CancelJob", "cancel_v1_jobs__job_id__cancel_post"),
+                                  ("JobLogs", "logs_v1_jobs__job_id__logs_get"))}
+
+    @app.post("/v1/jobs", status_code=201, tags=["jobs"],
+              responses={201: {"description": "The job, queued.", "links": job_links},
+                         200: {"description": "A retry: the job this Idempotency-Key already created."},
+                         409: {"model": ErrorBody, "description": "The Idempotency-Key was used for another "
+                                                                  "submission."}})
+    def submit(sub: JobSubmission, who: Who, response: Response,
+               idempotency_key: Annotated[str | None, Header(
+                   max_length=200, description="Any unique string (a UUID): a retry with the same key and body "
+                                               "returns the job the first request created.")] = None,
+               ) -> dict[str, Any]:
         """Submit a job; it is queued and the scheduler decides when and where it runs."""
+        if idempotency_key is not None and not _IDEMPOTENCY_KEY.match(idempotency_key):
+            raise SubmitError("Idempotency-Key", "must be 1 to 200 printable ASCII characters without spaces")
+        digest = request_hash(sub)
+        if idempotency_key is not None:
+            replay = _replay(who, idempotency_key, digest)
+            if replay is not None:
+                response.status_code = 200
+                return replay
         check_submission(sub, controller)
+        try:
+            controller.isolation.account_for(who.user)
+        except PermissionError as e:
+            raise HTTPException(403, str(e)) from None
         now = time.time()
-        with store.tx() as c:
-            job_id = int(c.execute(
-                "INSERT INTO jobs (user, name, job_type, num_gpus, command, shell, env, workdir, nproc, iterations, "
-                "state, submit_time, last_stop) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)",
-                (who.user, sub.name or _default_name(sub.command), sub.job_type, sub.gpus, json.dumps(sub.command),
-                 int(sub.shell), json.dumps(sub.env), sub.workdir, sub.nproc, sub.iterations, now, now)).lastrowid)
-            store.event(job_id, "submitted", {"by": who.user, "gpus": sub.gpus}, now)
+        try:
+            with store.tx() as c:
+                controller.reserve_job_id(store.next_job_id())
+                job_id = int(c.execute(
+                    "INSERT INTO jobs (user, name, job_type, num_gpus, command, shell, env, workdir, nproc, "
+                    "iterations, state, submit_time, last_stop, idempotency_key, request_hash) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                    (who.user, sub.name or _default_name(sub.command), sub.job_type, sub.gpus,
+                     json.dumps(sub.command), int(sub.shell), json.dumps(sub.env), sub.workdir, sub.nproc,
+                     sub.iterations, now, now, idempotency_key, digest)).lastrowid)
+                store.event(job_id, "submitted", {"by": who.user, "gpus": sub.gpus}, now)
+        except sqlite3.IntegrityError:  # the same key, submitted concurrently: the other request won
+            replay = _replay(who, idempotency_key or "", digest)
+            if replay is None:
+                raise
+            response.status_code = 200
+            return replay
         controller.wake()
         row = store.one("SELECT * FROM jobs WHERE id=?", (job_id,))
         return job_view(row, None)
 
+    def _replay(who: Principal, key: str, digest: str) -> dict[str, Any] | None:
+        row = store.one("SELECT * FROM jobs WHERE user=? AND idempotency_key=?", (who.user, key))
+        if row is None:
+            return None
+        if row["request_hash"] != digest:
+            raise HTTPException(409, f"this Idempotency-Key was already used for another submission (job "
+                                     f"{row['id']}); use a new key for a new job")
+        return job_view(row, live_allocation(int(row["id"])))
+
     @app.get("/v1/jobs", tags=["jobs"])
     def list_jobs(who: Who,
-                  state: Annotated[str | None, Query(description="Only jobs in this state.")] = None,
+                  state: Annotated[JobState | None, Query(description="Only jobs in this state.")] = None,
                   limit: Annotated[int, Query(ge=1, le=100000)] = 1000) -> dict[str, Any]:
         """Your jobs (all jobs for an admin), oldest first."""
-        if state is not None and state not in JOB_STATES:
-            raise HTTPException(422, f"unknown state '{state}'; one of: {', '.join(JOB_STATES)}")
         sql, params = "SELECT * FROM jobs WHERE 1=1", []
         if not who.admin:
             sql += " AND user=?"
@@ -294,13 +397,14 @@ def create_app(controller: Controller, info: dict[str, Any]) -> FastAPI:
         return {"jobs": [job_view(r, allocs.get(int(r["id"]))) for r in reversed(rows)]}
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
-    def show(job_id: int, who: Who) -> dict[str, Any]:
+    def show(job_id: JobId, who: Who) -> dict[str, Any]:
         row = own_job(job_id, who)
         events = store.query("SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,))
         return job_view(row, live_allocation(job_id), events)
 
-    @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"])
-    def cancel(job_id: int, who: Who) -> dict[str, Any]:
+    @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"],
+              responses={409: {"model": ErrorBody, "description": "The job has already ended."}})
+    def cancel(job_id: JobId, who: Who) -> dict[str, Any]:
         """Cancel a job: at once if it waits; a running job gets SIGTERM, then SIGKILL after the grace."""
         row = own_job(job_id, who)
         if row["state"] in FINAL_STATES:
@@ -308,19 +412,15 @@ def create_app(controller: Controller, info: dict[str, Any]) -> FastAPI:
         controller.cancel(job_id, who.user)
         return job_view(store.one("SELECT * FROM jobs WHERE id=?", (job_id,)), live_allocation(job_id))
 
-    @app.get("/v1/jobs/{job_id}/logs", tags=["jobs"], response_class=PlainTextResponse)
-    def logs(job_id: int, who: Who, offset: Annotated[int, Query(ge=0)] = 0,
+    @app.get("/v1/jobs/{job_id}/logs", tags=["jobs"], response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "The log bytes from `offset` (at most `limit`)."}})
+    def logs(job_id: JobId, who: Who, offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
              limit: Annotated[int, Query(ge=1, le=LOG_CHUNK)] = LOG_CHUNK) -> Response:
         """The job's output (stdout and stderr of every run) from byte ``offset``; the next offset is in
         the ``X-Next-Offset`` header and the job's state in ``X-Job-State``."""
         row = own_job(job_id, who)
-        data = b""
-        try:
-            with controller.log_path(job_id).open("rb") as f:
-                f.seek(offset)
-                data = f.read(limit)
-        except FileNotFoundError:
-            pass
+        data = read_log(controller.log_path(job_id), offset, limit)
         return Response(content=data, media_type="text/plain; charset=utf-8",
                         headers={"X-Next-Offset": str(offset + len(data)), "X-Job-State": row["state"]})
 
@@ -352,7 +452,9 @@ def create_app(controller: Controller, info: dict[str, Any]) -> FastAPI:
         return {"user": req.user, "admin": req.admin, "token": store.create_token(req.user, admin=req.admin,
                                                                                   label=req.label)}
 
-    @app.get("/metrics", tags=["server"], response_class=PlainTextResponse)
+    @app.get("/metrics", tags=["server"], response_class=Response,
+             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                              "description": "Prometheus text format."}})
     def metrics() -> Response:
         """Prometheus text format: jobs by state, GPUs, rounds, decision time, preemptions."""
         return Response(content=prometheus_text(controller), media_type="text/plain; version=0.0.4")

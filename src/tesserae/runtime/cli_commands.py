@@ -9,6 +9,7 @@ line on stderr and exit status 2.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -135,18 +136,51 @@ def register(app: typer.Typer) -> None:
         skew_threshold: Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew "
                                                              "threshold.")] = None,
         profile: Annotated[str | None, typer.Option("--profile", help="Throughput profile.")] = None,
+        job_user: Annotated[str | None, typer.Option("--job-user", metavar="ACCOUNT", help="Run jobs as this "
+                                                     "unprivileged Unix account (the server must be root).")] = None,
+        user_map: Annotated[Path | None, typer.Option("--user-map", metavar="FILE", help="TOML [accounts] "
+                                                      "table: each Tesserae user's jobs run as their own Unix "
+                                                      "account (the server must be root).")] = None,
+        insecure_same_user: Annotated[bool, typer.Option("--insecure-same-user", help="Run jobs as the server's "
+                                                         "own account: a job can then read the admin token and "
+                                                         "the store. For a machine only you use.")] = False,
+        job_root: Annotated[Path | None, typer.Option("--job-root", metavar="DIR", help="Where jobs' own folders "
+                                                      "live (default: STATE/jobs, or STATE-jobs beside the state "
+                                                      "folder with job accounts).")] = None,
+        pass_env: Annotated[list[str] | None, typer.Option("--pass-env", metavar="NAME", help="Also give jobs this "
+                                                           "variable of the server's environment (repeatable).")
+                            ] = None,
+        cgroups: Annotated[str, typer.Option("--cgroups", metavar="auto|off", help="Track each job's processes in "
+                                             "a cgroup v2 where one is usable (auto), or by session and marker "
+                                             "only (off).")] = "auto",
+        max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1024, help="Largest request body the "
+                                                    "API accepts.")] = 1 << 20,
+        ready_file: Annotated[Path | None, typer.Option("--ready-file", metavar="FILE", help="Write this file "
+                                                        "(url and pid) once the server answers requests.")] = None,
+        detach: Annotated[bool, typer.Option("--detach", help="Run in the background: return once the server "
+                                             "answers and the admin token is written (log: STATE/server.log).")
+                          ] = False,
+        new_store: Annotated[bool, typer.Option("--new-store", help="Begin an empty store in a state folder whose "
+                                                "store was lost (its job folders moved aside first).")] = False,
     ) -> None:
         """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
-        from tesserae.runtime.server import ServerOptions, serve
+        from tesserae.runtime.server import DETACHED_VAR, ServerOptions, detach_server, serve
         from tesserae.sim.runner import RunSpec
 
+        if detach:
+            detach_server(state, ready_file)
+            return
         run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds, packing=packing,
                       no_backfill=no_backfill, queues=parse_queues(queues), promote_knob=promote_knob,
                       gittins_prior=gittins_prior, skew_threshold=skew_threshold, event_driven=event_driven)
         serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address,
                             virtual_gpus=virtual_gpus, gpu_type=gpu_type,
                             host=host, port=port, grace_seconds=grace_seconds, event_driven=event_driven,
-                            profile=profile))
+                            profile=profile, job_user=job_user, user_map=user_map,
+                            insecure_same_user=insecure_same_user, job_root=job_root,
+                            pass_env=tuple(pass_env or ()), cgroups=cgroups, max_body_bytes=max_body_bytes,
+                            ready_file=ready_file, new_store=new_store,
+                            log_to_state=os.environ.get(DETACHED_VAR) == "1"))
 
     # ------------------------------------------------------------------ tokens
     @token_app.command("create", cls=OneLineErrors)
@@ -195,6 +229,10 @@ def register(app: typer.Typer) -> None:
                                                     "(default: the job's own folder); '.' = here.")] = None,
         shell: Annotated[bool, typer.Option("--shell", help="Run CMD as one /bin/sh command line.")] = False,
         nproc: Annotated[int, typer.Option("--nproc", min=1, help="Copies of CMD (RANK 0..N-1).")] = 1,
+        idempotency_key: Annotated[str | None, typer.Option("--idempotency-key", metavar="KEY", help="Submit at "
+                                                            "most once per KEY (default: a fresh key, so retries "
+                                                            "of this command's request never submit twice).")
+                                   ] = None,
     ) -> None:
         """Submit a job; prints its id. Example: tesserae submit --gpus 2 -- python train.py --lr 0.1"""
         if not command:
@@ -218,7 +256,7 @@ def register(app: typer.Typer) -> None:
         if workdir is not None:
             payload["workdir"] = str(Path(workdir).expanduser().resolve())
         with _client() as c:
-            job = c.submit(payload)
+            job = c.submit(payload, idempotency_key=idempotency_key)
         print(job["id"])
 
     @app.command(cls=OneLineErrors)

@@ -8,12 +8,18 @@ TOML file (``TESSERAE_CONFIG``, default ``~/.config/tesserae/config.toml``)::
 
 Every failure (no address, server down, HTTP 4xx/5xx) is a ``ClientError`` whose message is one
 line: the CLI prints it and exits with status 2.
+
+A submission carries an ``Idempotency-Key`` (a fresh UUID unless given) and is retried with the
+same key when the connection fails or the answer is lost: the server returns the job the first
+attempt created, so a submission the client did not hear back from is never stored twice.
 """
 
 from __future__ import annotations
 
 import os
+import time
 import tomllib
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,16 +88,24 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
+    def call(self, method: str, path: str, *, retries: int = 0, **kwargs: Any) -> httpx.Response:
+        """One request; with ``retries``, a failed connection or a lost answer is tried again (only for
+        requests that are safe to repeat)."""
         url = self.config.url
-        try:
-            r = self.http.request(method, path, **kwargs)
-        except httpx.ConnectError:
-            raise ClientError(f"cannot reach the Tesserae server at {url} (is 'tesserae server' running?)") from None
-        except httpx.TimeoutException:
-            raise ClientError(f"the Tesserae server at {url} did not answer in time") from None
-        except httpx.HTTPError as e:
-            raise ClientError(f"request to {url} failed: {e}") from None
+        for attempt in range(retries + 1):
+            try:
+                r = self.http.request(method, path, **kwargs)
+                break
+            except httpx.TransportError as e:
+                if attempt < retries:
+                    time.sleep(min(2.0, 0.25 * 2**attempt))
+                    continue
+                if isinstance(e, httpx.ConnectError):
+                    raise ClientError(f"cannot reach the Tesserae server at {url} (is 'tesserae server' "
+                                      "running?)") from None
+                if isinstance(e, httpx.TimeoutException):
+                    raise ClientError(f"the Tesserae server at {url} did not answer in time") from None
+                raise ClientError(f"request to {url} failed: {e}") from None
         if r.status_code >= 400:
             try:
                 detail = r.json().get("detail")
@@ -102,8 +116,10 @@ class Client:
         return r
 
     # ------------------------------------------------------------------ the API
-    def submit(self, payload: dict[str, Any]) -> dict[str, Any]:
-        return self.call("POST", "/v1/jobs", json=payload).json()
+    def submit(self, payload: dict[str, Any], idempotency_key: str | None = None, retries: int = 3) -> dict[str, Any]:
+        """Submit a job once, whatever happens to the connection (see the module docstring)."""
+        key = idempotency_key or str(uuid.uuid4())
+        return self.call("POST", "/v1/jobs", json=payload, headers={"Idempotency-Key": key}, retries=retries).json()
 
     def jobs(self, state: str | None = None) -> list[dict[str, Any]]:
         params = {"state": state} if state else {}

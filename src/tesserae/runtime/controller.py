@@ -48,7 +48,10 @@ from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.job import PREEMPTED_EXIT_CODE
+from tesserae.runtime import job_env, job_files
 from tesserae.runtime.executor import LocalExecutor, Proc
+from tesserae.runtime.faults import Faults
+from tesserae.runtime.isolation import Account, Isolation, prepare_workspace
 from tesserae.runtime.store import ACTIVE_STATES, FINAL_STATES, RUNNABLE_STATES, Store
 from tesserae.scheduler import Scheduler
 
@@ -87,6 +90,7 @@ class Live:
     killed_at: float | None = None
     partner: int | None = None
     strategy: str | None = None
+    lingering_since: float | None = None
 
 
 @dataclass
@@ -138,9 +142,17 @@ def free_port() -> int:
 class Controller:
     def __init__(self, store: Store, executor: LocalExecutor | RayExecutor, scheduler: Scheduler, cluster: Cluster,
                  state_dir: Path, config: ControllerConfig | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, *, isolation: Isolation | None = None,
+                 job_root: Path | None = None, pass_env: tuple[str, ...] = (),
+                 reserve_job_id: Callable[[int], None] | None = None) -> None:
         self.store, self.executor, self.scheduler, self.cluster = store, executor, scheduler, cluster
         self.state_dir = state_dir
+        #: Who jobs run as (see ``isolation``); where their workspaces live; server variables they get.
+        self.isolation = isolation or Isolation(same_user=True)
+        self.job_root = job_root or state_dir / "jobs"
+        self.pass_env = pass_env
+        #: Called (inside the submit transaction) with each new job id before it is used (``store_integrity``).
+        self.reserve_job_id: Callable[[int], None] = reserve_job_id or (lambda job_id: None)
         self.config = config or ControllerConfig()
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.epoch = store.epoch
@@ -153,20 +165,29 @@ class Controller:
         self._finished: list[int] = []
         self._next_policy_event = math.inf
         self._last_progress = 0.0
-        self._fault_counts: dict[str, int] = {}
         self.table: RuntimeTable | None = None
         self._types: list[str] = [*sorted(scheduler.model.job_types()), "generic"]
-        self._faults = self._parse_faults(os.environ.get("TESSERAE_FAULT", ""))
+        self._faults = Faults.from_env(self.log)
         self._distributed = bool(getattr(executor, "distributed", False))
         #: Called with the new Cluster when a distributed executor's view changed (the server's info).
         self.on_cluster_change: Callable[[Cluster], None] | None = None
 
     # ------------------------------------------------------------------ paths and helpers
     def job_dir(self, job_id: int) -> Path:
+        """The job's private folder (its log and run records), in the state folder."""
         return self.state_dir / "jobs" / str(job_id)
+
+    def workspace(self, job_id: int) -> Path:
+        """The job's own folder (checkpoints, progress, default working folder); the same as
+        ``job_dir`` in same-user mode, under the job root with job accounts."""
+        return self.job_root / str(job_id)
 
     def log_path(self, job_id: int) -> Path:
         return self.job_dir(job_id) / "output.log"
+
+    def job_types(self) -> list[str]:
+        """The job types a submission may name: the profile's, and ``generic``."""
+        return list(self._types)
 
     def wake(self, event: bool = True) -> None:
         """Something happened (a submission, a cancellation): decide soon when event-driven."""
@@ -175,42 +196,28 @@ class Controller:
         self._wake.set()
 
     def _append_log(self, job_id: int, line: str) -> None:
+        """A line of the server's own in the job's log (never blocking on what a job put there)."""
         path = self.log_path(job_id)
-        path.parent.mkdir(parents=True, exist_ok=True)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
-        with path.open("a") as f:
-            f.write(f"--- tesserae {stamp}: {line} ---\n")
-
-    @staticmethod
-    def _parse_faults(text: str) -> dict[str, int]:
-        """Fault injection for crash tests: ``TESSERAE_FAULT=spawn:3,stop:1`` SIGKILLs the controller
-        right after its 3rd spawn (before the pid is recorded) or its 1st stop signal."""
-        out = {}
-        for part in text.split(","):
-            point, _, n = part.partition(":")
-            if point.strip() and n.strip().isdigit():
-                out[point.strip()] = int(n)
-        return out
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            fd = job_files.open_log_append(path)
+        except OSError as e:
+            self.log(f"job {job_id}: cannot write its log {path}: {e}")
+            return
+        try:
+            os.write(fd, f"--- tesserae {stamp}: {line} ---\n".encode(errors="backslashreplace"))
+        except OSError as e:
+            self.log(f"job {job_id}: cannot write its log {path}: {e}")
+        finally:
+            os.close(fd)
 
     def _fault(self, point: str) -> None:
-        if point not in self._faults:
-            return
-        self._fault_counts[point] = self._fault_counts.get(point, 0) + 1
-        if self._fault_counts[point] == self._faults[point]:
-            self.log(f"fault injection: killing the controller after {point} #{self._faults[point]}")
-            os.kill(os.getpid(), signal.SIGKILL)
+        self._faults.hit(point)
 
     def _read_progress(self, job_id: int) -> tuple[float | None, int | None]:
-        try:
-            doc = json.loads((self.job_dir(job_id) / "progress.json").read_text())
-        except (OSError, ValueError):
-            return None, None
-        if not isinstance(doc, dict):
-            return None, None
-        it, total = doc.get("iterations"), doc.get("total")
-        it = float(it) if isinstance(it, int | float) and not isinstance(it, bool) and it >= 0 else None
-        total = int(total) if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
-        return it, total
+        """The job's own progress report, read as hostile input (see ``job_files``)."""
+        return job_files.read_progress(self.workspace(job_id) / "progress.json")
 
     # ------------------------------------------------------------------ main loop
     def run(self, stop: threading.Event) -> None:
@@ -266,9 +273,9 @@ class Controller:
                     self._begin_stop(live, "preempt", now)
                 continue
             code, t = self.executor.exit_code(None, run_dir)
-            leftovers = self.executor.leftovers(str(run_dir)) if code is None else []
-            if leftovers:  # the launcher died but job processes remain: they must not run twice
-                self.executor.kill_marker(str(run_dir))
+            # The launcher is gone; any process of the run still alive must die before the job runs again
+            # or its GPUs are handed out.
+            leftovers = self._end_leftovers(str(run_dir)) if code is None or not self._distributed else []
             if live.phase == "starting" and a["pid"] is None and code is None and not leftovers:
                 self._unstart(a)
                 continue
@@ -276,6 +283,19 @@ class Controller:
             if code is None:
                 self.stats.lost += 1
             self._close(live, code, end)
+
+    def _end_leftovers(self, marker: str) -> list[int]:
+        """Kill what is left of a run whose launcher is gone, and wait (at most ``KILL_TIMEOUT``)
+        until it has died. Returns what was found."""
+        found = self.executor.leftovers(marker)
+        left, deadline = found, time.monotonic() + KILL_TIMEOUT
+        while left and time.monotonic() < deadline:
+            self.executor.kill_marker(marker)
+            time.sleep(0.02)
+            left = self.executor.leftovers(marker)
+        if left:
+            self.log(f"processes {left} of the run {marker} survived SIGKILL for {KILL_TIMEOUT:g} s")
+        return found
 
     def _unstart(self, a: Any) -> None:
         """An allocation recorded as 'starting' whose process never came to be: undo the intent."""
@@ -291,6 +311,8 @@ class Controller:
                 c.execute("UPDATE jobs SET state='queued', first_start=NULL, last_start=NULL "
                           "WHERE id=? AND state='running'", (job_id,))
             self.store.event(job_id, "requeued", {"allocation": a["id"], "why": "never started"})
+        if not self._distributed:
+            self.executor.release(str(a["run_dir"]))
         self.log(f"job {job_id}: run {a['id']} never started; requeued")
 
     # ------------------------------------------------------------------ polling
@@ -301,8 +323,9 @@ class Controller:
         for live in list(self.live.values()):
             if live.proc is None or self.executor.exited(live.proc):
                 code, t = self.executor.exit_code(live.proc, live.run_dir)
-                if t is None:  # the launcher died without a word: leave no job process behind
-                    self.executor.kill_marker(str(live.run_dir))
+                if (not self._distributed or t is None) and self._lingering(live, now):
+                    continue  # processes of the run remain: its GPUs stay held until they are gone
+                self._fault("exit-seen")
                 if code is None:
                     self.stats.lost += 1
                 self._close(live, code, now if t is None else min(t, now))
@@ -333,12 +356,37 @@ class Controller:
                     c.executemany("UPDATE jobs SET progress=?, total_reported=COALESCE(?, total_reported) "
                                   "WHERE id=?", reports)
 
+    def _lingering(self, live: Live, now: float) -> bool:
+        """True while processes of a run whose launcher has exited remain (they are being killed).
+
+        A job's GPUs go to no one else until its last process is gone: such a run counts as
+        stopping (decisions wait) until its leftovers have died, or for at most ``KILL_TIMEOUT``
+        after the first SIGKILL (an unkillable process is then written off, loudly)."""
+        marker = str(live.run_dir)
+        left = self.executor.leftovers(marker)
+        if not left:
+            return False
+        self.executor.kill_marker(marker)
+        if live.lingering_since is None:
+            live.lingering_since, live.phase = now, "stopping"
+            self.log(f"job {live.job_id}: run {live.alloc_id} ended but {len(left)} of its processes remain; "
+                     "killing them before its GPUs are handed out again")
+            self.store.event(live.job_id, "killed", {"allocation": live.alloc_id, "leftovers": len(left)}, now)
+            return True
+        if now - live.lingering_since <= KILL_TIMEOUT:
+            return True
+        self.log(f"job {live.job_id}: processes {left} of run {live.alloc_id} survived SIGKILL for "
+                 f"{KILL_TIMEOUT:g} s; written off")
+        return False
+
     # ------------------------------------------------------------------ the decision
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
         """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
         rows = self.store.query("SELECT * FROM jobs ORDER BY id")
         e = self.epoch
-        specs = [JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]), str(r["job_type"]),
+        known = set(self._types)
+        specs = [JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]),
+                         str(r["job_type"]) if r["job_type"] in known else "generic",
                          float(r["iterations"] or r["total_reported"] or UNKNOWN_WORK), None, str(r["user"]),
                          1.0, str(r["name"])) for r in rows]
         table = self._table_for(specs)
@@ -382,14 +430,11 @@ class Controller:
 
         Policies and placements may keep per-row state tied to the table object (Tiresias' queues,
         say), exactly as over a simulation; so the object lives as long as the controller and only
-        grows. Its job-type list is append-only, seeded with the profile's types; a type never seen
-        before forces a new table object (per-table caches must see a consistent type list).
+        grows. Its job-type list is fixed: the profile's types and ``generic`` (the API refuses any
+        other, and ``build_table`` counts a stored one it does not know as ``generic``), so no
+        submission can make the policy's per-job state restart.
         """
-        types = [t for t in dict.fromkeys(s.job_type for s in specs) if t not in self._types]
-        if types or self.table is None:
-            if types and self.table is not None:
-                self.log(f"new job type(s) {', '.join(types)}: the policy's per-job state restarts")
-            self._types.extend(types)
+        if self.table is None:
             self.table = RuntimeTable(specs, list(self._types))
         else:
             RuntimeTable.__init__(self.table, specs, list(self._types))
@@ -421,6 +466,7 @@ class Controller:
         running_rows = np.fromiter(plan.assignments, dtype=np.int64, count=len(plan.assignments))
         ev = self.scheduler.policy.next_event(table, active, running_rows, rel)
         self._next_policy_event = self.epoch + ev if ev > rel else math.inf
+        self._fault("decided")
         self._apply(plan, table)
         return True
 
@@ -483,11 +529,13 @@ class Controller:
                 self._start(int(job_of[r]), a.gpus, partner, a.strategy)
 
     # ------------------------------------------------------------------ actions
-    def _job_env(self, job: Any, gpus: tuple[int, ...], alloc_id: int, strategy: str | None) -> dict[str, str]:
-        # A distributed executor's nodes each put the job's environment on top of their own.
-        env = {} if self._distributed else {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
+    def _job_env(self, job: Any, gpus: tuple[int, ...], alloc_id: int, strategy: str | None,
+                 account: Account | None = None) -> dict[str, str]:
+        # A distributed executor's nodes each put the job's environment on top of their own allowlisted base.
+        env = {} if self._distributed else job_env.base_env(pass_env=self.pass_env,
+                                                            account=None if account is None else account.env())
         env.update(json.loads(job["env"]))
-        jd = self.job_dir(int(job["id"]))
+        jd = self.workspace(int(job["id"]))
         env.update({
             "TESSERAE_JOB_ID": str(job["id"]),
             "TESSERAE_JOB_NAME": str(job["name"]),
@@ -514,7 +562,6 @@ class Controller:
 
     def _start(self, job_id: int, gpus: tuple[int, ...], partner: int | None, strategy: str | None) -> bool:
         now = time.time()
-        jd = self.job_dir(job_id)
         with self.store.tx() as c:
             cur = c.execute("UPDATE jobs SET state='running', first_start=COALESCE(first_start, ?), last_start=?, "
                             "reason='' WHERE id=? AND state IN ('queued', 'preempted') AND cancel_requested=0",
@@ -526,27 +573,19 @@ class Controller:
                 "INSERT INTO allocations (job_id, gpus, partner, strategy, phase, start_time, run_dir) "
                 "VALUES (?, ?, ?, ?, 'starting', ?, '')",
                 (job_id, json.dumps(list(gpus)), partner, strategy, now)).lastrowid)
-            run_dir = jd / "runs" / str(alloc_id)
+            run_dir = self.job_dir(job_id) / "runs" / str(alloc_id)
             c.execute("UPDATE allocations SET run_dir=? WHERE id=?", (str(run_dir), alloc_id))
             kind = "resumed" if job["first_start"] != now else "started"
             self.store.event(job_id, kind, {"allocation": alloc_id, "gpus": list(gpus)}, now)
+        self._fault("start-intent")
         live = Live(alloc_id, job_id, gpus, now, run_dir, None, "starting", partner=partner, strategy=strategy)
-        argv = json.loads(job["command"])
-        if job["shell"]:
-            argv = ["/bin/sh", "-c", argv[0]]
-        cwd = Path(job["workdir"]) if job["workdir"] else jd / "work"
         try:
-            (jd / "checkpoints").mkdir(parents=True, exist_ok=True)
-            cwd.mkdir(parents=True, exist_ok=True)
-            self._append_log(job_id, f"run {alloc_id} ({kind}) on GPUs {','.join(map(str, gpus))}")
-            where = {"gpus": gpus} if self._distributed else {}
-            proc = self.executor.spawn(argv, env=self._job_env(job, gpus, alloc_id, strategy), cwd=cwd,
-                                       log_path=self.log_path(job_id), run_dir=run_dir, nproc=int(job["nproc"]),
-                                       **where)
-        except OSError as e:
-            self.log(f"job {job_id}: cannot start: {e}")
-            live.proc = None
-            self._close(live, None, now, failure=f"cannot start: {e.strerror or e}")
+            proc = self._spawn(job, live, kind)
+        except Exception as e:  # whatever this job's spec or files do, only this job fails
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+            why = " ".join(why.split())[:300] or type(e).__name__
+            self.log(f"job {job_id}: cannot start: {why}")
+            self._close(live, None, now, failure=f"cannot start: {why}")
             return False
         self._fault("spawn")
         live.proc, live.phase = proc, "running"
@@ -555,6 +594,24 @@ class Controller:
         self.live[alloc_id] = live
         self.stats.started += 1
         return True
+
+    def _spawn(self, job: Any, live: Live, kind: str) -> Proc | Any:
+        """Start the run ``live`` of ``job``; raises when it cannot be started."""
+        job_id, gpus = live.job_id, live.gpus
+        account = None if self._distributed else self.isolation.account_for(str(job["user"]))
+        argv = json.loads(job["command"])
+        if job["shell"]:
+            argv = ["/bin/sh", "-c", argv[0]]
+        workspace = prepare_workspace(self.job_root, job_id, account)
+        cwd = Path(job["workdir"]) if job["workdir"] else workspace / "work"
+        live.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._append_log(job_id, f"run {live.alloc_id} ({kind}) on GPUs {','.join(map(str, gpus))}")
+        env = self._job_env(job, gpus, live.alloc_id, live.strategy, account)
+        if self._distributed:
+            return self.executor.spawn(argv, env=env, cwd=cwd, log_path=self.log_path(job_id), run_dir=live.run_dir,
+                                       nproc=int(job["nproc"]), gpus=gpus)
+        return self.executor.spawn(argv, env=env, cwd=cwd, log_path=self.log_path(job_id), run_dir=live.run_dir,
+                                   nproc=int(job["nproc"]), account=account)
 
     def _begin_stop(self, live: Live, why: str, now: float) -> None:
         live.phase, live.stop_reason = "stopping", why
@@ -565,6 +622,7 @@ class Controller:
             self.store.event(live.job_id, {"preempt": "preempting", "migrate": "migrating",
                                            "cancel": "cancelling"}.get(why, why),
                              {"allocation": live.alloc_id}, now)
+        self._fault("stop-intent")
         if live.proc is not None:
             self.executor.terminate(live.proc)
         self._fault("stop")
@@ -615,7 +673,10 @@ class Controller:
                  int(outcome == "requeued"), live.job_id))
             self.store.event(live.job_id, outcome, {"allocation": live.alloc_id, "exit_code": code,
                                                     "seconds": round(held, 3)}, end)
+        self._fault("closed")
         self.live.pop(live.alloc_id, None)
+        if not self._distributed:
+            self.executor.release(str(live.run_dir))
         exit_text = "no exit code" if code is None else f"exit code {code}"
         self._append_log(live.job_id, f"run {live.alloc_id} ended: {outcome} ({exit_text})")
         if final:

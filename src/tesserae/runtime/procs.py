@@ -94,6 +94,24 @@ def pids_with_marker_prefix(prefix: str, name: str = MARKER_VAR) -> list[int]:
     return sorted(out)
 
 
+def pids_in_group(pgid: int) -> list[int]:
+    """Live processes whose process group is ``pgid`` (``/proc/PID/stat`` field 5)."""
+    if not have_proc():
+        return []
+    out = []
+    for entry in _PROC.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        rest = text[text.rfind(")") + 2:].split()
+        if len(rest) > 2 and rest[0] not in ("Z", "X") and rest[2] == str(pgid):
+            out.append(int(entry.name))
+    return sorted(out)
+
+
 def kill_pids(pids: list[int], sig: int = signal.SIGKILL) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tesserae.runtime import procs, ray_launcher
+from tesserae.runtime import job_env, procs, ray_launcher
 
-AGENT_VERSION = 1
+AGENT_VERSION = 2
 PART_VAR = ray_launcher.PART_VAR
 LAUNCHER = str(Path(ray_launcher.__file__).resolve())
 # Variables a Ray worker has that a job should not inherit from it.
@@ -129,10 +129,10 @@ class NodeAgent:
         return out
 
     # ------------------------------------------------------------------ actions
-    def _base_env(self) -> dict[str, str]:
-        return {k: v for k, v in os.environ.items()
-                if not k.startswith(("RAY_", "TESSERAE_")) and k not in _DROP
-                and not (k == "PYTHONBREAKPOINT" and v.startswith("ray."))}
+    def _base_env(self, pass_env: list[str]) -> dict[str, str]:
+        """The node's allowlisted variables (``job_env``): never Ray's own, never the node's secrets."""
+        return job_env.base_env(os.environ, pass_env=[k for k in pass_env if not k.startswith("RAY_")
+                                                       and k not in _DROP])
 
     def spawn(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Start one part: returns ``{"pid", "ticks"}``, or ``{"error"}`` when it cannot start."""
@@ -142,7 +142,7 @@ class NodeAgent:
             Path(part_dir).mkdir(parents=True, exist_ok=True)
             Path(log).parent.mkdir(parents=True, exist_ok=True)
             Path(spec["cwd"]).mkdir(parents=True, exist_ok=True)
-            env = self._base_env()
+            env = self._base_env(list(spec.get("pass_env", ())))
             env.update(spec["env"])
             env[procs.MARKER_VAR] = spec["marker"]
             env[PART_VAR] = part_dir

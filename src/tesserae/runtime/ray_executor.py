@@ -60,7 +60,7 @@ from typing import Any
 
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
-from tesserae.runtime import procs, ray_launcher
+from tesserae.runtime import procs, ray_auth, ray_launcher
 from tesserae.runtime.gpus import Gpu, gpu_type_of
 from tesserae.runtime.ray_agent import AGENT_VERSION, PART_VAR, NodeAgent
 from tesserae.runtime.ray_layout import GpuKey, NodeInfo, View, aggregate_exit, build_view, plan_parts, remap
@@ -168,8 +168,10 @@ class RayExecutor:
 
     def __init__(self, address: str | None, *, virtual_gpus: int | None = None, gpu_type: str = "v100",
                  grace_seconds: float = 30.0, idle_seconds: float = 600.0,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, pass_env: tuple[str, ...] = ()) -> None:
         self.ray = require_ray()
+        #: Variables of each node's environment that jobs get besides the allowlisted base (``job_env``).
+        self.pass_env = pass_env
         self.address = address
         self.virtual_gpus = virtual_gpus
         self.gpu_type = gpu_type.lower()
@@ -217,9 +219,12 @@ class RayExecutor:
     def describe_address(self) -> str:
         return "a local Ray instance" if self.address is None else f"the Ray cluster at {self.address}"
 
-    def connect(self, state_dir: Path, store: Any, wait_seconds: float = 30.0) -> None:
-        """Join the Ray cluster (or start a local one), then bring up the agents of its GPU nodes."""
+    def join(self) -> None:
+        """Join the Ray cluster (or start a local one). The server does it before it writes anything, so a
+        cluster it cannot join leaves no state folder behind."""
         ray = self.ray
+        if ray.is_initialized():
+            return
         opts: dict[str, Any] = {"namespace": NAMESPACE, "include_dashboard": False, "log_to_driver": False,
                                 "logging_level": logging.ERROR}
         if self.address is None:
@@ -233,6 +238,11 @@ class RayExecutor:
         else:
             self.check_address()
             self._init_with_timeout(opts)
+
+    def connect(self, state_dir: Path, store: Any, wait_seconds: float = 30.0) -> None:
+        """Join the Ray cluster (if not yet), then bring up the agents of its GPU nodes."""
+        ray = self.ray
+        self.join()
         self.key = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
         self.store = store
         store.execute(_TABLE)
@@ -273,6 +283,7 @@ class RayExecutor:
     def _init_with_timeout(self, opts: dict[str, Any]) -> None:
         ray = self.ray
         failure: list[BaseException] = []
+        token_on = ray_auth.enable_token_auth()  # an explicit address never turns it on by itself (ray_auth)
 
         def go() -> None:
             try:
@@ -280,15 +291,17 @@ class RayExecutor:
             except BaseException as e:
                 failure.append(e)
 
-        t = threading.Thread(target=go, name="tesserae-ray-init", daemon=True)
-        t.start()
-        t.join(CONNECT_TIMEOUT)
+        with ray_auth.captured_stderr() as logged:  # Ray's core says why it failed there, not in the error
+            t = threading.Thread(target=go, name="tesserae-ray-init", daemon=True)
+            t.start()
+            t.join(CONNECT_TIMEOUT)
         if t.is_alive():
             raise InputError(f"no answer from a Ray cluster at '{self.address}' after {CONNECT_TIMEOUT:g} s "
                              "(is it a Ray head node's GCS address, HOST:6379?)", field="ray-address")
         if failure:
-            raise InputError(f"cannot connect to the Ray cluster at '{self.address}': {_first_line(failure[0])}",
-                             field="ray-address")
+            auth = ray_auth.auth_failure(str(self.address), failure[0], "".join(logged), token_on)
+            raise InputError(auth or f"cannot connect to the Ray cluster at '{self.address}': "
+                                     f"{_first_line(failure[0])}", field="ray-address")
 
     def close(self) -> None:
         """On server shutdown: agents that hold no live part are killed (their GPUs go back to Ray);
@@ -522,7 +535,8 @@ class RayExecutor:
                         "TESSERAE_NODE_ID": p.node_id, "TESSERAE_NODE_IP": p.ip}
             log = str(log_path) if p.index == 0 else str(Path(p.part_dir) / "output.log")
             refs[p.index] = agent.spawn.remote({"part_dir": p.part_dir, "log": log, "cwd": str(cwd), "argv": argv,
-                                                "env": part_env, "marker": marker, "nproc": p.nproc,
+                                                "env": part_env, "pass_env": list(self.pass_env),
+                                                "marker": marker, "nproc": p.nproc,
                                                 "first_rank": p.first_rank, "world": world})
         if refs:
             ray.wait(list(refs.values()), num_returns=len(refs), timeout=CALL_TIMEOUT)

@@ -1,9 +1,11 @@
 """The runtime's store: one SQLite database (WAL mode) under the server's state folder.
 
-Tables: ``jobs`` (spec and current state), ``allocations`` (one row per run of a job: GPUs, pid,
-start and end: the run intervals that attained service is computed from), ``events`` (what
-happened to each job, in order), ``users`` and ``tokens`` (only SHA-256 hashes of tokens), and
-``meta`` (schema version, the store's epoch, the controller's heartbeat).
+Tables: ``jobs`` (spec and current state, and the submission's idempotency key), ``allocations``
+(one row per run of a job: GPUs, pid, start and end: the run intervals that attained service is
+computed from), ``events`` (what happened to each job, in order), ``users`` and ``tokens`` (only
+SHA-256 hashes of tokens), and ``meta`` (schema version, the store's id and epoch, the
+controller's heartbeat). What is checked before the store is opened, and why job ids never
+repeat, is ``store_integrity``'s.
 
 Every state change is committed before the controller acts on it (write-ahead intent: an
 allocation is recorded as ``starting`` before its process is spawned, ``stopping`` before the
@@ -29,9 +31,10 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.core.errors import InputError
+from tesserae.runtime.store_integrity import new_store_id
 
 DB_NAME = "tesserae.db"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 TOKEN_PREFIX = "tsr_"
 
 JOB_STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -82,7 +85,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     requeues INTEGER NOT NULL DEFAULT 0,
     exit_code INTEGER,
     reason TEXT NOT NULL DEFAULT '',
-    cancel_requested INTEGER NOT NULL DEFAULT 0
+    cancel_requested INTEGER NOT NULL DEFAULT 0,
+    idempotency_key TEXT,
+    request_hash TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user);
@@ -114,6 +119,14 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 """
+# Version 1 -> 2: submissions carry an idempotency key.
+_MIGRATE_V1 = """
+ALTER TABLE jobs ADD COLUMN idempotency_key TEXT;
+ALTER TABLE jobs ADD COLUMN request_hash TEXT;
+"""
+_INDEXES = """
+CREATE UNIQUE INDEX IF NOT EXISTS jobs_idempotency ON jobs(user, idempotency_key) WHERE idempotency_key IS NOT NULL;
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,11 +149,15 @@ class Store:
     """The SQLite store (see module docstring). Thread-safe; each call is its own transaction
     unless grouped with :meth:`tx`."""
 
-    def __init__(self, path: str | Path, *, create: bool = True) -> None:
+    def __init__(self, path: str | Path, *, create: bool = True, store_id: str | None = None,
+                 first_job_id: int = 1) -> None:
+        """Open (or create) the store. A new store gets ``store_id`` (random when None) and hands out
+        job ids from ``first_job_id`` on."""
         self.path = Path(path)
         if not create and not self.path.exists():
             raise InputError(f"no Tesserae store at {self.path}; start the server once with --state "
                              f"{self.path.parent} to create it")
+        self._new_id, self._first_job_id = store_id, first_job_id
         self._lock = threading.RLock()
         self._conn = sqlite3.connect(str(self.path), isolation_level=None, check_same_thread=False,
                                      timeout=30.0)
@@ -157,18 +174,32 @@ class Store:
             with self.tx():
                 self._create_schema()
 
-    def _create_schema(self) -> None:
-        for statement in _SCHEMA.split(";"):
+    def _run_script(self, script: str) -> None:
+        for statement in script.split(";"):
             if statement.strip():
                 self._conn.execute(statement)
-        row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+
+    def _create_schema(self) -> None:
+        row = None
+        if self._conn.execute("SELECT 1 FROM sqlite_master WHERE name='meta'").fetchone():
+            row = self._conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
         if row is None:
+            self._run_script(_SCHEMA)
             now = time.time()
             self._conn.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             self._conn.execute("INSERT INTO meta VALUES ('epoch', ?)", (repr(now),))
+            if self._first_job_id > 1:  # ids of a lost store are never handed out again
+                self._conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)",
+                                   (self._first_job_id - 1,))
+        elif int(row[0]) == 1:
+            self._run_script(_MIGRATE_V1)
+            self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
             raise InputError(f"{self.path} has schema version {row[0]}; this Tesserae reads version "
                              f"{SCHEMA_VERSION}")
+        self._run_script(_INDEXES)
+        if self._conn.execute("SELECT 1 FROM meta WHERE key='store_id'").fetchone() is None:
+            self._conn.execute("INSERT INTO meta VALUES ('store_id', ?)", (self._new_id or new_store_id(),))
 
     def close(self) -> None:
         with self._lock:
@@ -222,6 +253,15 @@ class Store:
     @property
     def epoch(self) -> float:
         return float(self.meta("epoch") or 0.0)
+
+    @property
+    def store_id(self) -> str:
+        return self.meta("store_id") or ""
+
+    def next_job_id(self) -> int:
+        """The id the next job will get (inside a transaction: the one it gets)."""
+        row = self.one("SELECT seq FROM sqlite_sequence WHERE name='jobs'")
+        return (int(row[0]) if row is not None else 0) + 1
 
     # ------------------------------------------------------------------ events
     def event(self, job_id: int | None, kind: str, detail: dict[str, Any] | str = "", t: float | None = None
