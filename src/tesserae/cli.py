@@ -18,6 +18,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from tesserae.cli_help import (
+    PlacementOpt,
+    PolicyOpt,
+    TesseraeCommand,
+    TesseraeGroup,
+    VersionOpt,
+    complete_placement,
+)
 from tesserae.cli_options import parse_queues
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
@@ -26,10 +34,16 @@ from tesserae.profiler.cli_command import register as register_profile_command
 from tesserae.runtime.cli_commands import register as register_runtime_commands
 from tesserae.web.viewer import register as register_view_command
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime).")
-trace_app = typer.Typer(no_args_is_help=True, help="Read, convert and describe traces.")
+app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, pretty_exceptions_enable=False)
+trace_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, help="Read, convert and describe traces.")
 app.add_typer(trace_app, name="trace")
+
+
+@app.callback()
+def _root(version: VersionOpt = False) -> None:
+    """Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime)."""
+
+
 # Wide tables when output is piped (Rich would fall back to 80 columns and wrap every cell).
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
@@ -146,14 +160,13 @@ def _run_dir_name(label: str) -> str:
 
 
 # ----------------------------------------------------------------------------- simulate / compare
-@app.command()
+@app.command(cls=TesseraeCommand)
 def simulate(
     out: Annotated[Path, typer.Option("--out", help="Output folder (summary.json, jobs.csv, timeline.csv).")],
     trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
     jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
     profile: ProfileOpt = None,
-    policy: Annotated[str, typer.Option("--policy", help="Scheduling policy (who runs).")] = "fifo",
-    placement: Annotated[str, typer.Option("--placement", help="Placement policy (where).")] = "consolidated",
+    policy: PolicyOpt = "fifo", placement: PlacementOpt = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
     promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
@@ -190,15 +203,16 @@ def simulate(
                   f"(wall {summary['wall_seconds']:.1f} s)")
 
 
-@app.command()
+@app.command(cls=TesseraeCommand)
 def compare(
     out: Annotated[Path, typer.Option("--out", help="Output folder: one subfolder per run, compare.csv, PNGs.")],
-    run: Annotated[list[str], typer.Option("--run", help="POLICY[:PLACEMENT][+packing]; repeat.")],
+    run: Annotated[list[str], typer.Option("--run", metavar="RUN", help="A configuration, POLICY[:PLACEMENT] "
+                                           "with an optional +packing, e.g. las:tesserae+packing; repeat.")],
     trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
     jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
     profile: ProfileOpt = None,
-    placement: Annotated[str, typer.Option("--placement", help="Placement for runs that name none.")]
-    = "consolidated",
+    placement: Annotated[str, typer.Option("--placement", help="Placement of the runs that name none: "
+                                           "{placements}.", autocompletion=complete_placement)] = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
     promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
@@ -321,7 +335,7 @@ def _sweep_table(runs: list[Any], results: list[Any], seeds: list[int], loads: l
 
 
 # ----------------------------------------------------------------------------- trace tools
-@trace_app.command("info")
+@trace_app.command("info", cls=TesseraeCommand)
 def trace_info_cmd(
     path: Annotated[Path, typer.Argument(help="Trace file.")],
     format: FormatOpt = "canonical",
@@ -348,7 +362,7 @@ def trace_info_cmd(
     console.print(table)
 
 
-@trace_app.command("convert")
+@trace_app.command("convert", cls=TesseraeCommand)
 def trace_convert_cmd(
     path: Annotated[Path, typer.Argument(help="Input trace.")],
     out: Annotated[Path, typer.Option("--out", help="Canonical output: .csv or .parquet.")],
@@ -371,7 +385,7 @@ register_view_command(app)  # view
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="tesserae")
     except InputError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
         sys.exit(2)

@@ -28,9 +28,9 @@ err = Console(stderr=True)
 
 def register(app: typer.Typer) -> None:
     """Add ``profile`` to ``app``."""
-    from tesserae.runtime.cli_commands import OneLineErrors
+    from tesserae.cli_help import TesseraeCommand
 
-    @app.command("profile", cls=OneLineErrors)
+    @app.command("profile", cls=TesseraeCommand)
     def profile_cmd(
         out: Annotated[Path, typer.Option("--out", help="Profile to write (JSON, Tesserae's profile format).")],
         models: Annotated[str | None, typer.Option(
