@@ -356,10 +356,17 @@ def trace_info_cmd(
     if as_json:
         console.print_json(json.dumps(info))
         return
-    table = Table(title=f"{path} ({format})", show_header=False)
+    from tesserae.cli_render import render
+
+    table = Table(title=escape(f"{path} ({format})"), show_header=False, show_lines=True)
     for k, v in info.items():
-        table.add_row(str(k), json.dumps(v) if isinstance(v, dict | list) else str(v))
+        table.add_row(_INFO_LABELS.get(k, k), render(v, k, index_label="GPUs" if k == "gpu_mix" else ""))
     console.print(table)
+
+
+_INFO_LABELS = {"gpu_mix": "GPU-count mix", "duration": "duration (s)", "gpu_seconds": "GPU-seconds",
+                "first_submit": "first submit (s)", "last_submit": "last submit (s)", "span": "span (s)",
+                "job_types": "job types"}
 
 
 @trace_app.command("convert", cls=TesseraeCommand)
