@@ -70,6 +70,16 @@ def _job_id(text: str) -> int:
     return value
 
 
+def _warn_relative_paths(args: list[str], job_id: int) -> None:
+    """The job runs in its own folder (STATE/jobs/ID/work), where a path relative to this folder means
+    nothing: say so when an argument names a file or folder that exists here."""
+    here = [a for a in args if a and not a.startswith(("-", "/", "~")) and "=" not in a and Path(a).exists()]
+    if here:
+        err.print(f"note: job {job_id} runs in its own folder on the server, where '{here[0]}' (a path relative to "
+                  f"this folder) will not be found; give $PWD/{here[0]} or submit with --workdir .",
+                  highlight=False, markup=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add the runtime commands to ``app``."""
     token_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, help="Create API tokens.")
@@ -192,6 +202,8 @@ def register(app: typer.Typer) -> None:
         with _client() as c:
             job = c.submit(payload)
         print(job["id"])
+        if workdir is None and not shell:
+            _warn_relative_paths(command[1:], job["id"])
 
     @app.command(cls=OneLineErrors)
     def jobs(
