@@ -126,3 +126,42 @@ def test_unknown_policy_and_missing_file(tmp_path: Path) -> None:
     r = tesserae("simulate", "--trace", str(tmp_path / "missing.csv"), "--format", "tiresias",
                  "--out", str(tmp_path / "o"), "-q")
     assert r.returncode != 0 and "missing.csv" in r.stderr and "Traceback" not in r.stderr
+
+
+# What `tesserae profile` writes by default on a CPU (--gpus 1): 1-GPU entries only.
+ONE_GPU_PROFILE = {
+    "format": "tesserae-profile", "version": 1,
+    "gpu": {"name": "a test CPU", "driver": "n/a", "torch_version": "2.13.0", "date": "2026-01-01T00:00:00+00:00",
+            "gpu_type": "cpu"},
+    "reference_gpu_type": "cpu",
+    "entries": [{"job_type": "resnet18", "num_gpus": 1, "gpu_type": "cpu", "consolidated": True, "throughput": 24.7,
+                 "memory_gb": 0.072},
+                {"job_type": "gpt-small", "num_gpus": 1, "gpu_type": "cpu", "consolidated": True, "throughput": 2.65,
+                 "memory_gb": 0.112}],
+    "pairs": [{"job_type": "resnet18", "num_gpus": 1, "partner_type": "gpt-small", "partner_num_gpus": 1,
+               "gpu_type": "cpu", "throughput": 12.0, "partner_throughput": 1.5, "oom": False, "consolidated": True}],
+    "skew": {"resnet18": 0.02, "gpt-small": 0.3},
+}
+
+
+def test_a_one_gpu_profile_simulates_with_a_one_gpu_mix(tmp_path: Path) -> None:
+    """docs/profiler.md's path from `tesserae profile` (1-GPU entries) to `tesserae simulate`."""
+    profile = tmp_path / "cpu.json"
+    profile.write_text(json.dumps(ONE_GPU_PROFILE))
+    base = ("simulate", "--profile", str(profile), "--cluster", "2x2:cpu", "--jobs", "40", "--load", "0.8", "-q")
+    r = tesserae(*base, "--out", str(tmp_path / "default-mix"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "no job type measured on 2 GPUs" in r.stderr and "--gpu-mix 1:1" in r.stderr, r.stderr
+    out = tmp_path / "one-gpu"
+    r = tesserae(*base, "--gpu-mix", "1:1", "--packing", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] == 40 and summary["profile_kind"].startswith("measured")
+    assert "1:1 GPU mix" in summary["workload"]
+    with (out / "jobs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert {row["num_gpus"] for row in rows} == {"1"} and {row["job_type"] for row in rows} == {"resnet18", "gpt-small"}
+    r = tesserae("compare", "--run", "fifo", "--run", "las", *base[1:], "--gpu-mix", "1:0.5,2:0.x",
+                 "--out", str(tmp_path / "cmp"))
+    assert r.returncode == 2 and "entry '2:0.x'" in r.stderr and not (tmp_path / "cmp").exists()
+

@@ -54,7 +54,8 @@ FormatOpt = Annotated[str, typer.Option("--format", help="tiresias, philly, gave
 ClusterOpt = Annotated[str, typer.Option("--cluster", help="NODESxGPUS[:TYPE],... or a Tiresias cluster CSV.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", min=1, help="Generated workload: number of jobs.")]
 LoadOpt = Annotated[float, typer.Option("--load", min=0.01, help="Generated workload: offered load.")]
-MixOpt = Annotated[str, typer.Option("--gpu-mix", help="Generated workload: gavel or blox GPU-count mix.")]
+MixOpt = Annotated[str, typer.Option("--gpu-mix", help="Generated workload: GPU-count mix, gavel, blox or "
+                                     "COUNT:P,... e.g. 1:0.7,2:0.3.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for generated workloads and type assignment.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="Throughput profile (default: built-in model).")]
 RoundOpt = Annotated[float, typer.Option("--round-seconds", min=1.0, help="Round length (s).")]
