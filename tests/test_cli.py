@@ -165,3 +165,30 @@ def test_a_one_gpu_profile_simulates_with_a_one_gpu_mix(tmp_path: Path) -> None:
                  "--out", str(tmp_path / "cmp"))
     assert r.returncode == 2 and "entry '2:0.x'" in r.stderr and not (tmp_path / "cmp").exists()
 
+
+def test_simulate_reports_the_commands_wall_time(tmp_path: Path) -> None:
+    import re
+    import time
+
+    t0 = time.perf_counter()
+    r = tesserae("simulate", "--jobs", "30", "--cluster", "2x4", "--out", str(tmp_path / "run"), "-q")
+    elapsed = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"\(wall (\d+\.\d) s, of which simulating (\d+\.\d) s\)", r.stdout)
+    assert m, r.stdout
+    wall, simulating = float(m.group(1)), float(m.group(2))
+    # The whole command (interpreter start, imports, workload, writing), not only the simulation loop.
+    assert simulating <= wall <= elapsed + 0.05 and wall >= 0.5 * elapsed, (wall, simulating, elapsed)
+
+
+def test_readme_trace_convert_writes_into_the_ignored_out_folder(tmp_path: Path, shared_data: Path) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    line = next(ln for ln in (repo / "README.md").read_text().splitlines() if ln.startswith("tesserae trace convert"))
+    args = line.split()[1:]
+    out = Path(args[args.index("--out") + 1])
+    assert out.parts[0] == "out" and "out/" in (repo / ".gitignore").read_text().split(), line
+    args = [a.replace("../shared/data", str(shared_data)) for a in args]
+    r = subprocess.run([sys.executable, "-m", "tesserae.cli", *args], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)  # a fresh clone has no out/ yet
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / out).stat().st_size > 0

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -81,6 +83,19 @@ GavelLpOpt = Annotated[str, typer.Option("--gavel-lp", help="gavel-maxmin's opti
 GavelRoundsOpt = Annotated[bool | None, typer.Option("--gavel-rounds/--fixed-rounds", help="Gavel's round ending "
                                                      "and idle jump (default: on for gavel-maxmin and gavel-fifo "
                                                      "only).", show_default=False)]
+
+
+_IMPORTED = time.perf_counter()
+
+
+def _wall_seconds() -> float:
+    """Seconds since this process started (from /proc on Linux), else since this module was imported."""
+    from tesserae.runtime.procs import start_ticks
+
+    ticks = start_ticks(os.getpid())
+    if ticks is None or not hasattr(time, "CLOCK_BOOTTIME"):
+        return time.perf_counter() - _IMPORTED
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _parse_window(text: str | None) -> tuple[int, int] | None:
@@ -200,8 +215,8 @@ def simulate(
     write_run(out, result, summary)
     write_report(out)
     console.print(_summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
-    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  "
-                  f"(wall {summary['wall_seconds']:.1f} s)")
+    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  (wall {_wall_seconds():.1f} s, "
+                  f"of which simulating {summary['wall_seconds']:.1f} s)")
 
 
 @app.command(cls=TesseraeCommand)
@@ -382,6 +397,7 @@ def trace_convert_cmd(
     from tesserae.traces.canonical import write_canonical
 
     specs = read_trace(path, format, load_profile(profile), seed=seed)
+    out.parent.mkdir(parents=True, exist_ok=True)
     write_canonical(specs, out)
     console.print(f"wrote {len(specs)} jobs to {out}")
 

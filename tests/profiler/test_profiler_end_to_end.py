@@ -38,7 +38,7 @@ def tesserae(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 @needs_torch
 def test_profile_alone_and_paired_then_simulate(tmp_path: Path) -> None:
-    out = tmp_path / "cpu.json"
+    out = tmp_path / "new-folder" / "cpu.json"  # created by the command
     a, b = "gpt-small", "recommendation"
     r = tesserae("profile", "--models", f"{a},{b}", "--pairs", *FAST, "--out", str(out))
     assert r.returncode == 0, r.stderr
