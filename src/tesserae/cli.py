@@ -307,8 +307,9 @@ def compare(
             w.writerow([s.get(k) for k in keys] + [ratio, mk])
     first_point = (seed_list[0], load_list[0])
     shown = [r for r in results if (r.point.seed, r.point.load) == first_point]
-    plot_jct_cdf({r.point.run.label: r.jct for r in shown}, out / "jct_cdf.png", title=f"JCT CDF on {cl.describe()}")
-    plot_timeline({r.point.run.label: r.timeline for r in shown}, out / "timeline.png", cl.num_gpus)
+    plot_title = f"{shown[0].summary['workload']} on {cl.describe()} ({model.name})"
+    plot_jct_cdf({r.point.run.label: r.jct for r in shown}, out / "jct_cdf.png", title=plot_title)
+    plot_timeline({r.point.run.label: r.timeline for r in shown}, out / "timeline.png", cl.num_gpus, title=plot_title)
     write_report(out)
     title = f"{wl.describe() if not sweep else 'seed ' + str(first_point[0]) + ', load ' + str(first_point[1])}"
     console.print(_summary_table(f"{title} on {cl.describe()} ({model.name}{'' if model.measured else ', a model'})",
