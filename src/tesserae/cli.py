@@ -36,8 +36,11 @@ from tesserae.profiler.cli_command import register as register_profile_command
 from tesserae.runtime.cli_commands import register as register_runtime_commands
 from tesserae.web.viewer import register as register_view_command
 
-app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, pretty_exceptions_enable=False)
-trace_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, help="Read, convert and describe traces.")
+# Click's plain help layout (see tesserae.cli_help), as wide as the terminal up to 120 columns.
+app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  context_settings={"max_content_width": 120})
+trace_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, rich_markup_mode=None,
+                        help="Read, convert and describe traces.")
 app.add_typer(trace_app, name="trace")
 
 
@@ -216,7 +219,7 @@ def simulate(
     write_report(out)
     console.print(_summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
     console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  (wall {_wall_seconds():.1f} s, "
-                  f"of which simulating {summary['wall_seconds']:.1f} s)")
+                  f"of which simulating {summary['wall_seconds']:.1f} s)", soft_wrap=True)
 
 
 @app.command(cls=TesseraeCommand)

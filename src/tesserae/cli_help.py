@@ -2,9 +2,11 @@
 
 - ``TesseraeCommand`` / ``TesseraeGroup`` (the ``cls`` of every command and group) turn click usage
   errors into an InputError, which ``tesserae.cli.main`` prints as one line with exit status 2, and
-  polish ``--help``: flags show no ``<bool>`` type, and the placeholders ``{policies}``,
-  ``{server_policies}``, ``{oracles}`` and ``{placements}`` in an option's help become the
-  registered names.
+  fill in ``--help``: the placeholders ``{policies}``, ``{server_policies}``, ``{oracles}`` and
+  ``{placements}`` in an option's help become the registered names. (The Typer apps use click's
+  plain help layout, ``rich_markup_mode=None``: it wraps every line at any terminal width and
+  shows flags without a ``<bool>`` type, where Rich's panels cut words off once a command has
+  many options.)
   The names are filled in only when help is shown: loading every policy module costs about half a
   second, which ``tesserae jobs`` should not pay.
 - ``PolicyOpt``, ``ServerPolicyOpt``, ``PlacementOpt``: the options that take those names, with
@@ -75,8 +77,6 @@ class _Polished:
             paragraphs = inspect.cleandoc(self.help).split("\n\n")  # type: ignore[attr-defined]
             self.help = "\n\n".join(" ".join(p.split()) for p in paragraphs)  # type: ignore[attr-defined]
         for param in self.get_params(ctx):  # type: ignore[attr-defined]
-            if getattr(param, "is_flag", False) and param.metavar is None:
-                param.metavar = ""  # a flag takes no value: no "<bool>" in the type column
             for token, names in _NAME_LISTS.items():
                 if param.help and token in param.help:
                     param.help = param.help.replace(token, ", ".join(names()))

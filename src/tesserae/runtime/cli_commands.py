@@ -82,7 +82,7 @@ def _warn_relative_paths(args: list[str], job_id: int) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the runtime commands to ``app``."""
-    token_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, help="Create API tokens.")
+    token_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, rich_markup_mode=None, help="Create API tokens.")
     app.add_typer(token_app, name="token")
 
     # ------------------------------------------------------------------ server
