@@ -15,10 +15,21 @@ from tesserae.placement.base import placement_names
 from tesserae.scheduling.base import make_policy, policy_names
 
 
-def tesserae(*args: str, columns: int = 80, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "COLUMNS": str(columns), "TERM": "dumb", **(env or {})}
+def tesserae(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The command in this process (help and completion need no fresh interpreter), 80 columns wide."""
+    from typer.testing import CliRunner
+
+    from tesserae.cli import app
+
+    result = CliRunner().invoke(app, list(args), prog_name="tesserae", env={"COLUMNS": "80", **(env or {})})
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        raise result.exception
+    return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
+
+
+def tesserae_process(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tesserae.cli", *args], capture_output=True, text=True,
-                          timeout=120, env=full)
+                          timeout=120, env={**os.environ, "COLUMNS": "80"})
 
 
 COMMANDS = [("simulate",), ("compare",), ("server",), ("submit",), ("jobs",), ("show",), ("logs",), ("cluster",),
@@ -56,7 +67,7 @@ def test_policy_and_placement_help_list_the_registered_names() -> None:
 
 
 def test_version() -> None:
-    r = tesserae("--version")
+    r = tesserae_process("--version")
     assert r.returncode == 0 and r.stdout.strip() == f"tesserae {version('tesserae')}"
 
 
@@ -96,10 +107,10 @@ def test_server_lists_only_the_policies_it_accepts() -> None:
 
 
 def test_usage_errors_of_simulator_commands_are_one_line() -> None:
-    r = tesserae("simulate", "--jobs", "many", "--out", "x")
+    r = tesserae_process("simulate", "--jobs", "many", "--out", "x")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = [line for line in r.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: ") and "'--jobs'" in lines[0], r.stderr
     assert "see 'tesserae simulate --help'" in lines[0]
-    r = tesserae("trace", "info")
+    r = tesserae_process("trace", "info")
     assert r.returncode == 2 and "see 'tesserae trace info --help'" in r.stderr
