@@ -7,10 +7,16 @@ after the same iteration, rank 0 saves, and all exit with the preemption code; t
 resumes from that iteration. The synthetic batches are a function of (iteration, rank), so a
 resumed run sees exactly the data it would have seen without the preemption.
 
-One process per job:        tesserae submit --gpus 1 --iterations 2000 -- python examples/pytorch_trainer.py \\
-                                --iterations 2000
-Data-parallel over 4 GPUs:  tesserae submit --gpus 4 --nproc 4 -- python examples/pytorch_trainer.py ...
-(the runtime sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT; NCCL is used on GPUs).
+From the repository's root, with the Python that has tesserae and PyTorch first on the server's
+PATH (the job runs in its own folder, so the script's path is absolute). One process per job::
+
+    tesserae submit --gpus 1 --iterations 2000 -- python $PWD/examples/pytorch_trainer.py --iterations 2000
+
+Data-parallel over 4 GPUs, one process per GPU (the runtime sets RANK, WORLD_SIZE, MASTER_ADDR and
+MASTER_PORT; NCCL is used on GPUs; rank 0 alone writes progress and checkpoints)::
+
+    tesserae submit --gpus 4 --nproc 4 --iterations 2000 -- python $PWD/examples/pytorch_trainer.py \\
+        --iterations 2000
 
 PyTorch is imported inside ``main``: importing this file needs no PyTorch, and running it without
 PyTorch says so and exits with status 2.

@@ -8,6 +8,8 @@ which the script exits with the preemption code so that it is requeued; the next
 from the checkpoint. At the end it writes ``result.json`` in its checkpoint folder: the runs
 (first and last iteration of each) show whether any progress was lost or repeated, and
 ``--completions FILE`` appends one line per completion (a test of exactly-once completion).
+With ``--nproc N`` every rank runs the loop; rank 0 alone writes progress, checkpoints and
+``result.json`` (``tesserae.job`` is rank-aware).
 
 Options for the runtime's crash tests: ``--wait-for FILE`` holds each run at its start until FILE
 exists (still answering SIGTERM), so a test decides when jobs make progress instead of racing
@@ -16,8 +18,13 @@ records any GPU found held by another run (a GPU given twice); ``--linger S`` ke
 alive S seconds after it completed, while the interpreter shuts down (where a stop signal used to
 turn a completed job into a killed one).
 
-    tesserae submit --gpus 1 --iterations 200 -- python examples/toy_trainer.py --iterations 200 \\
+From the repository's root, with the Python that has tesserae installed first on the server's PATH
+(the job runs in its own folder, so the script's path is absolute)::
+
+    tesserae submit --gpus 1 --iterations 200 -- python $PWD/examples/toy_trainer.py --iterations 200 \\
         --seconds-per-iteration 0.05
+    tesserae submit --gpus 2 --nproc 2 --iterations 200 -- python $PWD/examples/toy_trainer.py \\
+        --iterations 200 --seconds-per-iteration 0.05
 
 Outside Tesserae it runs the same way (checkpoints in ./tesserae-checkpoints).
 """
@@ -25,7 +32,6 @@ Outside Tesserae it runs the same way (checkpoints in ./tesserae-checkpoints).
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
 import os
 import sys
@@ -50,13 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     from tesserae.job import Job
 
     job = Job(total_iterations=args.iterations, report_interval=0.2)
-    # Two runs of one job must never overlap: hold a lock on the checkpoint folder while running.
-    job.checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    lock = open(job.checkpoint_dir / "running.lock", "w")  # noqa: SIM115 - held for the whole run
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print("toy: another run of this job holds the lock: two runs at once!", flush=True)
+    who = f"toy[rank {job.rank}/{job.world_size}]" if job.world_size > 1 else "toy"
+    # Two runs of one job must never overlap: rank 0 holds the run lock while its run lasts.
+    if not job.lock_run():
+        print(f"{who}: another run of this job holds the lock: two runs at once!", flush=True)
         with open(job.checkpoint_dir / "overlap.log", "a") as f:
             f.write(f"{os.getpid()} {time.time()}\n")
         return 4
@@ -71,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     state = job.restore() or {"iteration": 0, "value": 0, "runs": []}
     start = int(state["iteration"])
     state["runs"].append({"start": start, "end": start, "pid": os.getpid(), "time": time.time()})
-    print(f"toy: start iteration={start} of {args.iterations} time={time.time():.6f} "
+    print(f"{who}: start iteration={start} of {args.iterations} time={time.time():.6f} "
           f"gpus={os.environ.get('CUDA_VISIBLE_DEVICES', '')}", flush=True)
     job.report(start, force=True)
     # Iterations are paced on a schedule (iteration k of this run ends at t0 + k x the iteration time),
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.monotonic()
     for it in range(start, args.iterations):
         if args.fail_at is not None and it == args.fail_at:
-            print(f"toy: failing on purpose at iteration {it}", flush=True)
+            print(f"{who}: failing on purpose at iteration {it}", flush=True)
             return 3
         delay = t0 + (it + 1 - start) * args.seconds_per_iteration - time.monotonic()
         if delay > 0:
@@ -90,18 +93,19 @@ def main(argv: list[str] | None = None) -> int:
         job.report(it + 1)
         if job.preempted and not args.ignore_sigterm:
             job.save(state)
-            print(f"toy: preempted at iteration {it + 1}; checkpoint saved", flush=True)
+            print(f"{who}: preempted at iteration {it + 1}; checkpoint saved", flush=True)
             job.exit_preempted()
         if args.checkpoint_every and (it + 1) % args.checkpoint_every == 0:
             job.save(state)
     job.save(state)
     job.complete()
-    with open(job.checkpoint_dir / "result.json", "w") as f:
-        json.dump({"iterations": state["iteration"], "value": state["value"], "runs": state["runs"]}, f)
-    if args.completions:
-        with open(args.completions, "a") as f:
-            f.write(f"{os.environ.get('TESSERAE_JOB_ID', '-')} {state['value']}\n")
-    print(f"toy: done, {state['iteration']} iterations in {len(state['runs'])} run(s), time={time.time():.6f}",
+    if job.is_primary:
+        with open(job.checkpoint_dir / "result.json", "w") as f:
+            json.dump({"iterations": state["iteration"], "value": state["value"], "runs": state["runs"]}, f)
+        if args.completions:
+            with open(args.completions, "a") as f:
+                f.write(f"{os.environ.get('TESSERAE_JOB_ID', '-')} {state['value']}\n")
+    print(f"{who}: done, {state['iteration']} iterations in {len(state['runs'])} run(s), time={time.time():.6f}",
           flush=True)
     if args.linger > 0:
         _LINGER.append(_Linger(args.linger))

@@ -126,3 +126,69 @@ def test_unknown_policy_and_missing_file(tmp_path: Path) -> None:
     r = tesserae("simulate", "--trace", str(tmp_path / "missing.csv"), "--format", "tiresias",
                  "--out", str(tmp_path / "o"), "-q")
     assert r.returncode != 0 and "missing.csv" in r.stderr and "Traceback" not in r.stderr
+
+
+# What `tesserae profile` writes by default on a CPU (--gpus 1): 1-GPU entries only.
+ONE_GPU_PROFILE = {
+    "format": "tesserae-profile", "version": 1,
+    "gpu": {"name": "a test CPU", "driver": "n/a", "torch_version": "2.13.0", "date": "2026-01-01T00:00:00+00:00",
+            "gpu_type": "cpu"},
+    "reference_gpu_type": "cpu",
+    "entries": [{"job_type": "resnet18", "num_gpus": 1, "gpu_type": "cpu", "consolidated": True, "throughput": 24.7,
+                 "memory_gb": 0.072},
+                {"job_type": "gpt-small", "num_gpus": 1, "gpu_type": "cpu", "consolidated": True, "throughput": 2.65,
+                 "memory_gb": 0.112}],
+    "pairs": [{"job_type": "resnet18", "num_gpus": 1, "partner_type": "gpt-small", "partner_num_gpus": 1,
+               "gpu_type": "cpu", "throughput": 12.0, "partner_throughput": 1.5, "oom": False, "consolidated": True}],
+    "skew": {"resnet18": 0.02, "gpt-small": 0.3},
+}
+
+
+def test_a_one_gpu_profile_simulates_with_a_one_gpu_mix(tmp_path: Path) -> None:
+    """docs/profiler.md's path from `tesserae profile` (1-GPU entries) to `tesserae simulate`."""
+    profile = tmp_path / "cpu.json"
+    profile.write_text(json.dumps(ONE_GPU_PROFILE))
+    base = ("simulate", "--profile", str(profile), "--cluster", "2x2:cpu", "--jobs", "40", "--load", "0.8", "-q")
+    r = tesserae(*base, "--out", str(tmp_path / "default-mix"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "no job type measured on 2 GPUs" in r.stderr and "--gpu-mix 1:1" in r.stderr, r.stderr
+    out = tmp_path / "one-gpu"
+    r = tesserae(*base, "--gpu-mix", "1:1", "--packing", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["completed"] == 40 and summary["profile_kind"].startswith("measured")
+    assert "1:1 GPU mix" in summary["workload"]
+    with (out / "jobs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert {row["num_gpus"] for row in rows} == {"1"} and {row["job_type"] for row in rows} == {"resnet18", "gpt-small"}
+    r = tesserae("compare", "--run", "fifo", "--run", "las", *base[1:], "--gpu-mix", "1:0.5,2:0.x",
+                 "--out", str(tmp_path / "cmp"))
+    assert r.returncode == 2 and "entry '2:0.x'" in r.stderr and not (tmp_path / "cmp").exists()
+
+
+def test_simulate_reports_the_commands_wall_time(tmp_path: Path) -> None:
+    import re
+    import time
+
+    t0 = time.perf_counter()
+    r = tesserae("simulate", "--jobs", "30", "--cluster", "2x4", "--out", str(tmp_path / "run"), "-q")
+    elapsed = time.perf_counter() - t0
+    assert r.returncode == 0, r.stderr
+    m = re.search(r"\(wall (\d+\.\d) s, of which simulating (\d+\.\d) s\)", r.stdout)
+    assert m, r.stdout
+    wall, simulating = float(m.group(1)), float(m.group(2))
+    # The whole command (interpreter start, imports, workload, writing), not only the simulation loop.
+    assert simulating <= wall <= elapsed + 0.05 and wall >= 0.5 * elapsed, (wall, simulating, elapsed)
+
+
+def test_readme_trace_convert_writes_into_the_ignored_out_folder(tmp_path: Path, shared_data: Path) -> None:
+    repo = Path(__file__).resolve().parents[1]
+    line = next(ln for ln in (repo / "README.md").read_text().splitlines() if ln.startswith("tesserae trace convert"))
+    args = line.split()[1:]
+    out = Path(args[args.index("--out") + 1])
+    assert out.parts[0] == "out" and "out/" in (repo / ".gitignore").read_text().split(), line
+    args = [a.replace("../shared/data", str(shared_data)) for a in args]
+    r = subprocess.run([sys.executable, "-m", "tesserae.cli", *args], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)  # a fresh clone has no out/ yet
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / out).stat().st_size > 0

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +20,14 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from tesserae.cli_help import (
+    PlacementOpt,
+    PolicyOpt,
+    TesseraeCommand,
+    TesseraeGroup,
+    VersionOpt,
+    complete_placement,
+)
 from tesserae.cli_options import parse_queues
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
@@ -26,10 +36,19 @@ from tesserae.profiler.cli_command import register as register_profile_command
 from tesserae.runtime.cli_commands import register as register_runtime_commands
 from tesserae.web.viewer import register as register_view_command
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
-                  help="Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime).")
-trace_app = typer.Typer(no_args_is_help=True, help="Read, convert and describe traces.")
+# Click's plain help layout (see tesserae.cli_help), as wide as the terminal up to 120 columns.
+app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, pretty_exceptions_enable=False, rich_markup_mode=None,
+                  context_settings={"max_content_width": 120})
+trace_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, rich_markup_mode=None,
+                        help="Read, convert and describe traces.")
 app.add_typer(trace_app, name="trace")
+
+
+@app.callback()
+def _root(version: VersionOpt = False) -> None:
+    """Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime)."""
+
+
 # Wide tables when output is piped (Rich would fall back to 80 columns and wrap every cell).
 console = Console(width=None if sys.stdout.isatty() else 160)
 err = Console(stderr=True)
@@ -40,7 +59,8 @@ FormatOpt = Annotated[str, typer.Option("--format", help="tiresias, philly, gave
 ClusterOpt = Annotated[str, typer.Option("--cluster", help="NODESxGPUS[:TYPE],... or a Tiresias cluster CSV.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", min=1, help="Generated workload: number of jobs.")]
 LoadOpt = Annotated[float, typer.Option("--load", min=0.01, help="Generated workload: offered load.")]
-MixOpt = Annotated[str, typer.Option("--gpu-mix", help="Generated workload: gavel or blox GPU-count mix.")]
+MixOpt = Annotated[str, typer.Option("--gpu-mix", help="Generated workload: GPU-count mix, gavel, blox or "
+                                     "COUNT:P,... e.g. 1:0.7,2:0.3.")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for generated workloads and type assignment.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="Throughput profile (default: built-in model).")]
 RoundOpt = Annotated[float, typer.Option("--round-seconds", min=1.0, help="Round length (s).")]
@@ -66,6 +86,19 @@ GavelLpOpt = Annotated[str, typer.Option("--gavel-lp", help="gavel-maxmin's opti
 GavelRoundsOpt = Annotated[bool | None, typer.Option("--gavel-rounds/--fixed-rounds", help="Gavel's round ending "
                                                      "and idle jump (default: on for gavel-maxmin and gavel-fifo "
                                                      "only).", show_default=False)]
+
+
+_IMPORTED = time.perf_counter()
+
+
+def _wall_seconds() -> float:
+    """Seconds since this process started (from /proc on Linux), else since this module was imported."""
+    from tesserae.runtime.procs import start_ticks
+
+    ticks = start_ticks(os.getpid())
+    if ticks is None or not hasattr(time, "CLOCK_BOOTTIME"):
+        return time.perf_counter() - _IMPORTED
+    return time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _parse_window(text: str | None) -> tuple[int, int] | None:
@@ -146,14 +179,13 @@ def _run_dir_name(label: str) -> str:
 
 
 # ----------------------------------------------------------------------------- simulate / compare
-@app.command()
+@app.command(cls=TesseraeCommand)
 def simulate(
     out: Annotated[Path, typer.Option("--out", help="Output folder (summary.json, jobs.csv, timeline.csv).")],
     trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
     jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
     profile: ProfileOpt = None,
-    policy: Annotated[str, typer.Option("--policy", help="Scheduling policy (who runs).")] = "fifo",
-    placement: Annotated[str, typer.Option("--placement", help="Placement policy (where).")] = "consolidated",
+    policy: PolicyOpt = "fifo", placement: PlacementOpt = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
     promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
@@ -186,19 +218,20 @@ def simulate(
     write_run(out, result, summary)
     write_report(out)
     console.print(_summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
-    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  "
-                  f"(wall {summary['wall_seconds']:.1f} s)")
+    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  (wall {_wall_seconds():.1f} s, "
+                  f"of which simulating {summary['wall_seconds']:.1f} s)", soft_wrap=True)
 
 
-@app.command()
+@app.command(cls=TesseraeCommand)
 def compare(
     out: Annotated[Path, typer.Option("--out", help="Output folder: one subfolder per run, compare.csv, PNGs.")],
-    run: Annotated[list[str], typer.Option("--run", help="POLICY[:PLACEMENT][+packing]; repeat.")],
+    run: Annotated[list[str], typer.Option("--run", metavar="RUN", help="A configuration, POLICY[:PLACEMENT] "
+                                           "with an optional +packing, e.g. las:tesserae+packing; repeat.")],
     trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
     jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
     profile: ProfileOpt = None,
-    placement: Annotated[str, typer.Option("--placement", help="Placement for runs that name none.")]
-    = "consolidated",
+    placement: Annotated[str, typer.Option("--placement", help="Placement of the runs that name none: "
+                                           "{placements}.", autocompletion=complete_placement)] = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
     promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
@@ -277,8 +310,9 @@ def compare(
             w.writerow([s.get(k) for k in keys] + [ratio, mk])
     first_point = (seed_list[0], load_list[0])
     shown = [r for r in results if (r.point.seed, r.point.load) == first_point]
-    plot_jct_cdf({r.point.run.label: r.jct for r in shown}, out / "jct_cdf.png", title=f"JCT CDF on {cl.describe()}")
-    plot_timeline({r.point.run.label: r.timeline for r in shown}, out / "timeline.png", cl.num_gpus)
+    plot_title = f"{shown[0].summary['workload']} on {cl.describe()} ({model.name})"
+    plot_jct_cdf({r.point.run.label: r.jct for r in shown}, out / "jct_cdf.png", title=plot_title)
+    plot_timeline({r.point.run.label: r.timeline for r in shown}, out / "timeline.png", cl.num_gpus, title=plot_title)
     write_report(out)
     title = f"{wl.describe() if not sweep else 'seed ' + str(first_point[0]) + ', load ' + str(first_point[1])}"
     console.print(_summary_table(f"{title} on {cl.describe()} ({model.name}{'' if model.measured else ', a model'})",
@@ -321,7 +355,7 @@ def _sweep_table(runs: list[Any], results: list[Any], seeds: list[int], loads: l
 
 
 # ----------------------------------------------------------------------------- trace tools
-@trace_app.command("info")
+@trace_app.command("info", cls=TesseraeCommand)
 def trace_info_cmd(
     path: Annotated[Path, typer.Argument(help="Trace file.")],
     format: FormatOpt = "canonical",
@@ -342,13 +376,20 @@ def trace_info_cmd(
     if as_json:
         console.print_json(json.dumps(info))
         return
-    table = Table(title=f"{path} ({format})", show_header=False)
+    from tesserae.cli_render import render
+
+    table = Table(title=escape(f"{path} ({format})"), show_header=False, show_lines=True)
     for k, v in info.items():
-        table.add_row(str(k), json.dumps(v) if isinstance(v, dict | list) else str(v))
+        table.add_row(_INFO_LABELS.get(k, k), render(v, k, index_label="GPUs" if k == "gpu_mix" else ""))
     console.print(table)
 
 
-@trace_app.command("convert")
+_INFO_LABELS = {"gpu_mix": "GPU-count mix", "duration": "duration (s)", "gpu_seconds": "GPU-seconds",
+                "first_submit": "first submit (s)", "last_submit": "last submit (s)", "span": "span (s)",
+                "job_types": "job types"}
+
+
+@trace_app.command("convert", cls=TesseraeCommand)
 def trace_convert_cmd(
     path: Annotated[Path, typer.Argument(help="Input trace.")],
     out: Annotated[Path, typer.Option("--out", help="Canonical output: .csv or .parquet.")],
@@ -360,6 +401,7 @@ def trace_convert_cmd(
     from tesserae.traces.canonical import write_canonical
 
     specs = read_trace(path, format, load_profile(profile), seed=seed)
+    out.parent.mkdir(parents=True, exist_ok=True)
     write_canonical(specs, out)
     console.print(f"wrote {len(specs)} jobs to {out}")
 
@@ -371,7 +413,7 @@ register_view_command(app)  # view
 
 def main() -> None:
     try:
-        app()
+        app(prog_name="tesserae")
     except InputError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
         sys.exit(2)

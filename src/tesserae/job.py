@@ -17,6 +17,15 @@ that the controller requeues the job and the next run resumes where this one sto
             job.exit_preempted()
     job.complete()
 
+A job of several processes (``tesserae submit --nproc N``: ``RANK`` 0..N-1, ``WORLD_SIZE`` N) runs
+the same script in every process. The library is rank-aware: **rank 0 is the only writer** of the
+progress file and of checkpoints (on the other ranks :meth:`Job.report` only counts and
+:meth:`Job.save` writes nothing and returns None), so data-parallel ranks, which hold the same
+state, can all call it. Every rank reads the checkpoint with :meth:`Job.restore`. Ranks that
+hold different state (sharded models) write their own files under :meth:`Job.checkpoint_path`.
+:meth:`Job.lock_run` guards against two runs of one job at once: rank 0 takes the lock on behalf
+of its whole run, so the lock is per run, not per rank.
+
 Plain Python state (JSON-able) is stored as JSON; anything else goes through ``torch.save`` when
 PyTorch is installed (state dicts, tensors), else ``pickle``. Writes are atomic (temporary file,
 fsync, rename), and only the latest checkpoint is kept, so a crash in the middle of a save never
@@ -31,6 +40,7 @@ This module imports only the standard library (PyTorch lazily), so importing it 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import pickle
@@ -47,7 +57,11 @@ PREEMPTED_EXIT_CODE = 75
 ENV_JOB_ID = "TESSERAE_JOB_ID"
 ENV_CHECKPOINT_DIR = "TESSERAE_CHECKPOINT_DIR"
 ENV_PROGRESS_FILE = "TESSERAE_PROGRESS_FILE"
+ENV_RANK = "RANK"
+ENV_WORLD_SIZE = "WORLD_SIZE"
 DEFAULT_CHECKPOINT_DIR = "tesserae-checkpoints"
+#: The run lock's file in the checkpoint folder (see :meth:`Job.lock_run`).
+RUN_LOCK = "running.lock"
 _MANIFEST = "latest.json"
 _SUFFIX = {"json": "json", "torch": "pt", "pickle": "pkl"}
 
@@ -85,6 +99,19 @@ def _ignore_stop_signals() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
+def _env_int(name: str, default: int, minimum: int) -> int:
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}={text!r} is not an integer") from None
+    if value < minimum:
+        raise ValueError(f"{name}={value} must be at least {minimum}")
+    return value
+
+
 def _torch() -> Any | None:
     try:
         import torch
@@ -110,7 +137,10 @@ class Job:
         self.progress_file: Path | None = Path(progress) if progress else None
         self.total_iterations = total_iterations
         self.report_interval = report_interval
+        self.rank = _env_int(ENV_RANK, 0, 0)
+        self.world_size = _env_int(ENV_WORLD_SIZE, 1, 1)
         self.iteration = 0
+        self._lock_fd: int | None = None
         self._preempted = False
         self._last_report = -1.0
         self._reported: int | None = None
@@ -130,6 +160,30 @@ class Job:
     def under_tesserae(self) -> bool:
         return self.job_id is not None
 
+    @property
+    def is_primary(self) -> bool:
+        """Rank 0: the process that writes progress and checkpoints for the whole job."""
+        return self.rank == 0
+
+    def lock_run(self) -> bool:
+        """Hold this job's run lock until the process ends; False if another run of the job holds it.
+
+        Two runs of one job at once would write over each other's checkpoints; the runtime never
+        starts them, and a job that wants proof calls this first and stops when it returns False.
+        Rank 0 takes the lock for its whole run; the other ranks of the run return True at once.
+        """
+        if not self.is_primary or self._lock_fd is not None:
+            return True
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.checkpoint_dir / RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
     def exit_preempted(self) -> NoReturn:
         """Report the final progress and exit with the code that tells the controller 'requeue me'."""
         self.report(self.iteration, force=True)
@@ -140,9 +194,9 @@ class Job:
 
     # ------------------------------------------------------------------ progress
     def report(self, iteration: int, *, force: bool = False) -> None:
-        """Record that ``iteration`` iterations are done (absolute, not an increment)."""
+        """Record that ``iteration`` iterations are done (absolute, not an increment); rank 0 writes it."""
         self.iteration = int(iteration)
-        if self.progress_file is None:
+        if self.progress_file is None or not self.is_primary:
             return
         now = time.monotonic()
         if not force and self._reported is not None and now - self._last_report < self.report_interval:
@@ -165,14 +219,17 @@ class Job:
         _ignore_stop_signals()
 
     # ------------------------------------------------------------------ checkpoints
-    def save(self, state: Any, *, iteration: int | None = None) -> Path:
-        """Save ``state`` as the latest checkpoint; returns its path.
+    def save(self, state: Any, *, iteration: int | None = None) -> Path | None:
+        """Save ``state`` as the latest checkpoint; returns its path (None on ranks other than 0,
+        which write nothing: rank 0 saves for the job).
 
         JSON-able state is written as JSON; other objects with ``torch.save`` when PyTorch is
         installed (model/optimizer state dicts, tensors), else with ``pickle``.
         """
         if iteration is not None:
             self.iteration = int(iteration)
+        if not self.is_primary:
+            return None
         try:
             data, kind = json.dumps(state).encode(), "json"
         except (TypeError, ValueError):
@@ -230,4 +287,4 @@ class Job:
         return self.checkpoint_dir / name
 
 
-__all__ = ["PREEMPTED_EXIT_CODE", "Job"]
+__all__ = ["PREEMPTED_EXIT_CODE", "RUN_LOCK", "Job"]

@@ -38,7 +38,7 @@ def tesserae(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 @needs_torch
 def test_profile_alone_and_paired_then_simulate(tmp_path: Path) -> None:
-    out = tmp_path / "cpu.json"
+    out = tmp_path / "new-folder" / "cpu.json"  # created by the command
     a, b = "gpt-small", "recommendation"
     r = tesserae("profile", "--models", f"{a},{b}", "--pairs", *FAST, "--out", str(out))
     assert r.returncode == 0, r.stderr
@@ -118,14 +118,17 @@ def test_unknown_model_is_one_error_line(tmp_path: Path) -> None:
     assert "--out" in line
 
 
-def test_missing_torch_is_one_error_line(tmp_path: Path) -> None:
+@pytest.mark.parametrize("quiet", [("-q",), ()], ids=["quiet", "with progress"])
+def test_missing_torch_is_one_error_line(tmp_path: Path, quiet: tuple[str, ...]) -> None:
+    """Checked before the progress display is drawn: the one line is all that is printed."""
     fake = tmp_path / "site" / "torch"
     fake.mkdir(parents=True)
     (fake / "__init__.py").write_text("raise ImportError('no PyTorch in this test')\n")
-    r = tesserae("profile", "--models", "dcgan", "--out", str(tmp_path / "p.json"), "-q",
+    r = tesserae("profile", "--models", "dcgan", "--out", str(tmp_path / "p.json"), *quiet,
                  env={"PYTHONPATH": str(tmp_path / "site")})
     line = _one_line_error(r)
     assert "PyTorch cannot be imported" in line and "tesserae[gpu]" in line
+    assert r.stdout == ""
 
 
 @needs_torch

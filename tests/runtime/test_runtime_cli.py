@@ -145,6 +145,21 @@ def test_client_configuration_errors(shared_server: Server, monkeypatch: pytest.
     assert "must start with http" in error(["jobs"], {**env, "TESSERAE_URL": "127.0.0.1:8765"})
 
 
+@pytest.mark.parametrize(("text", "needle"), [
+    ('url = "http://127.0.0.1:9"\ntokn = "tsr_x"\n', "line 2: unknown key 'tokn'; the keys are url, token, token_file"),
+    ('url = "http://127.0.0.1:9"\n\n[server]\nport = 1\n', "line 3: unknown key 'server'"),
+    ("url = 8765\n", "line 1, field 'url': Input should be a valid string"),
+    ('url = "http://127.0.0.1:9"\ntoken = "a"\ntoken = "b"\n', "cannot read the client configuration"),
+])
+def test_the_client_configuration_file_refuses_unknown_keys(tmp_path: Path, text: str, needle: str,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "client.toml"
+    config.write_text(text)
+    line = one_line_error(run_here(["jobs"], {"TESSERAE_CONFIG": str(config)}, monkeypatch, capsys))
+    assert f"error: {config}" in line and needle in line, line
+
+
 @pytest.mark.parametrize(("args", "needle"), [
     (["--policy", "srtf"], "policy 'srtf'"),
     (["--policy", "no-such-policy"], "unknown policy"),

@@ -56,6 +56,37 @@ def test_progress_reports_are_rate_limited_and_forced(tmp_path: Path, monkeypatc
     assert doc["iterations"] == 2 and doc["total"] == 100
 
 
+def test_rank_zero_alone_writes_and_the_run_lock_is_per_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ck, progress = tmp_path / "ck", tmp_path / "progress.json"
+    monkeypatch.setenv("TESSERAE_PROGRESS_FILE", str(progress))
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    rank0 = Job(total_iterations=10, checkpoint_dir=ck, handle_signals=False)
+    monkeypatch.setenv("RANK", "1")
+    rank1 = Job(total_iterations=10, checkpoint_dir=ck, handle_signals=False)
+    assert (rank0.rank, rank0.world_size, rank0.is_primary) == (0, 2, True)
+    assert (rank1.rank, rank1.world_size, rank1.is_primary) == (1, 2, False)
+    # Rank 1 counts but writes nothing: no progress file, no checkpoint.
+    rank1.report(3, force=True)
+    assert rank1.save({"iteration": 3}, iteration=3) is None and rank1.iteration == 3
+    assert not progress.exists() and not ck.exists()
+    rank0.report(4, force=True)
+    assert rank0.save({"iteration": 4}, iteration=4) is not None
+    assert json.loads(progress.read_text())["iterations"] == 4
+    rank1.save({"iteration": 99}, iteration=99)  # must not replace rank 0's checkpoint
+    assert rank1.restore() == {"iteration": 4} and rank1.iteration == 4  # every rank reads it
+    # The lock: rank 0 holds it for its run; the other ranks of the run pass; another run's rank 0 does not.
+    assert rank0.lock_run() and rank0.lock_run()
+    assert rank1.lock_run()
+    other_run = subprocess.run([PY, "-c", "import sys; from tesserae.job import Job; "
+                                f"sys.exit(0 if Job(checkpoint_dir={str(ck)!r}).lock_run() else 9)"],
+                               env={**os.environ, "RANK": "0"}, timeout=60)
+    assert other_run.returncode == 9
+    monkeypatch.setenv("RANK", "two")
+    with pytest.raises(ValueError, match="RANK='two' is not an integer"):
+        Job(checkpoint_dir=ck, handle_signals=False)
+
+
 def test_sigterm_checkpoints_and_exits_with_the_preemption_code(tmp_path: Path) -> None:
     env = {**os.environ, "TESSERAE_CHECKPOINT_DIR": str(tmp_path / "ck"),
            "TESSERAE_PROGRESS_FILE": str(tmp_path / "progress.json"), "TESSERAE_JOB_ID": "1"}

@@ -79,3 +79,31 @@ def test_failures_shell_multiprocess_and_stubborn_jobs(tmp_path: Path, servers: 
     s.client().post(f"/v1/jobs/{blocker}/cancel")
     s.wait_state(blocker, "cancelled")
     assert not (s.state / "jobs" / str(queued) / "runs").exists()
+
+
+def test_a_two_rank_toy_job_is_preempted_and_resumes(tmp_path: Path, servers: Callable[..., Server]) -> None:
+    """`tesserae submit --gpus 2 --nproc 2 -- python toy_trainer.py`: both ranks run, rank 0 writes."""
+    import subprocess
+
+    s = servers(tmp_path / "state", gpus=2, policy="las", round_seconds=1.0, grace=5.0)
+    p = subprocess.run([PY, "-m", "tesserae.cli", "submit", "--gpus", "2", "--nproc", "2", "--iterations", "60",
+                        "--", *toy(60, 0.05)], env=s.env(), capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    pair = int(p.stdout)
+    wait_for(lambda: s.job(pair)["iterations_done"] >= 10, 20, 0.05, "the two-rank job to progress")
+    newcomer = s.submit(toy(10, 0.05), gpus=2)  # less attained service: LAS preempts the two-rank job
+    assert s.wait_state(pair, "preempted", timeout=20)["preemptions"] == 1
+    s.wait_state(newcomer, "completed", timeout=30)
+    done = s.wait_state(pair, "completed", timeout=30)
+    assert done["exit_code"] == 0 and done["iterations_done"] == 60
+    runs = runs_of(s.state, pair)
+    assert len(runs) == 2 and runs[0]["start"] == 0 and runs[1]["start"] == runs[0]["end"] > 0, runs
+    assert runs[1]["end"] == 60
+    checkpoints = s.state / "jobs" / str(pair) / "checkpoints"
+    assert json.loads((checkpoints / "result.json").read_text())["value"] == toy_value(60)
+    assert not (checkpoints / "overlap.log").exists()
+    log = s.client().get(f"/v1/jobs/{pair}/logs").text
+    assert "two runs at once" not in log
+    for rank in (0, 1):
+        assert log.count(f"toy[rank {rank}/2]: start iteration=") == 2, log
+        assert f"toy[rank {rank}/2]: done, 60 iterations" in log

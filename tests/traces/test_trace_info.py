@@ -44,3 +44,28 @@ def test_empty_and_single_job() -> None:
     assert trace_info([])["jobs"] == 0
     one = trace_info(JOBS[:1], parse_cluster_spec("1x4"))
     assert one["span"] == 0.0 and one["cluster"]["offered_load"] is None
+
+
+def test_the_cli_table_shows_numbers_not_json(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from tesserae.traces import write_canonical
+
+    trace = tmp_path / "t.csv"
+    jobs = [*JOBS[:2], JobSpec(2, 100.0, 8, "bert[large]", 300.0, 43646.19999999998)]
+    write_canonical(jobs, trace)
+    r = subprocess.run([sys.executable, "-m", "tesserae.cli", "trace", "info", str(trace), "--cluster", "1x4"],
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "120"})
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    for raw in ('"share"', '{"', "0.3333333", "43646.19999", "[]"):
+        assert raw not in out, (raw, out)
+    rows = [" ".join(line.replace("│", " ").split()) for line in out.splitlines()]
+    assert "GPU-count mix GPUs count share" in rows
+    assert "1 1 33.33%" in rows and "8 1 33.33%" in rows
+    assert any(row.startswith("duration (s) min 100") for row in rows)
+    assert "p99 42,777" in rows and "max 43,646" in rows
+    assert "job types bert[large] 1" in rows  # a trace's names are text, never Rich markup
+    assert "too_large_job_ids 2" in rows and "offered_load 874.17" in rows, rows

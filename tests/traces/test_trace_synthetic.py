@@ -13,7 +13,7 @@ from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.traces import generate_workload, trace_info
-from tesserae.traces.synthetic import GPU_MIXES, arrival_rate, expected_duration
+from tesserae.traces.synthetic import GPU_MIXES, arrival_rate, expected_duration, parse_gpu_mix
 
 MODEL = DefaultModel()
 CLUSTER = parse_cluster_spec("16x4")
@@ -84,7 +84,7 @@ def test_explicit_mix_mapping() -> None:
 
 @pytest.mark.parametrize(("kwargs", "field"), [
     ({"num_jobs": -1}, "jobs"), ({"load": 0.0}, "load"), ({"load": float("nan")}, "load"),
-    ({"gpu_mix": "alibaba"}, "gpu_mix"), ({"gpu_mix": {1: 0.5}}, "gpu_mix"),
+    ({"gpu_mix": "alibaba"}, "gpu-mix"), ({"gpu_mix": {1: 0.5}}, "gpu-mix"),
     ({"duration": "pai"}, "duration"),
 ])
 def test_bad_parameters(kwargs: dict[str, object], field: str) -> None:
@@ -93,3 +93,27 @@ def test_bad_parameters(kwargs: dict[str, object], field: str) -> None:
     with pytest.raises(InputError) as e:
         generate_workload(**args)  # type: ignore[arg-type]
     assert e.value.field == field
+
+
+def test_custom_mix_from_the_command_line() -> None:
+    assert parse_gpu_mix("1:0.7, 2:0.3") == {1: 0.7, 2: 0.3}
+    assert parse_gpu_mix("blox") == GPU_MIXES["blox"]
+    jobs = generate_workload(20_000, 1.0, CLUSTER, MODEL, seed=5, gpu_mix="1:0.7,2:0.3")
+    share = {g: v["share"] for g, v in trace_info(jobs)["gpu_mix"].items()}
+    assert share.keys() == {1, 2} and share[1] == pytest.approx(0.7, abs=0.02)
+
+
+@pytest.mark.parametrize(("text", "needle"), [
+    ("1:0.7,2:x", "entry '2:x': 'x' is not a probability"),
+    ("1:0.7,two:0.3", "entry 'two:0.3': 'two' is not a GPU count"),
+    ("0:1", "entry '0:1': '0' is not a GPU count"),
+    ("1:0.7,2", "entry '2': '' is not a probability"),
+    ("1:-0.1,2:1.1", "entry '1:-0.1'"),
+    ("1:0.5,1:0.5", "entry '1:0.5': GPU count 1 appears twice"),
+    ("1:0.5,2:0.4", "sum to 0.9, not 1"),
+    ("philly", "unknown GPU mix 'philly'; expected gavel, blox, or GPU-count:probability pairs"),
+])
+def test_bad_custom_mix_names_the_entry(text: str, needle: str) -> None:
+    with pytest.raises(InputError, match="gpu-mix") as e:
+        parse_gpu_mix(text)
+    assert needle in str(e.value)

@@ -28,9 +28,9 @@ err = Console(stderr=True)
 
 def register(app: typer.Typer) -> None:
     """Add ``profile`` to ``app``."""
-    from tesserae.runtime.cli_commands import OneLineErrors
+    from tesserae.cli_help import TesseraeCommand
 
-    @app.command("profile", cls=OneLineErrors)
+    @app.command("profile", cls=TesseraeCommand)
     def profile_cmd(
         out: Annotated[Path, typer.Option("--out", help="Profile to write (JSON, Tesserae's profile format).")],
         models: Annotated[str | None, typer.Option(
@@ -62,8 +62,10 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"--timeout must be positive, got {timeout}", field="timeout")
             if out.suffix.lower() != ".json":
                 raise InputError("the profile is JSON: give --out a .json file name", path=str(out))
-            if not out.parent.is_dir():
-                raise InputError("folder not found", path=str(out.parent))
+            try:
+                out.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise InputError(f"cannot create the folder: {e.strerror}", path=str(out.parent)) from None
             config = ProfileConfig(models=parse_models(models), gpu_counts=parse_gpu_counts(gpus), pairs=pairs,
                                    seconds=seconds, warmup=warmup, size=size, device=device,
                                    cpu_threads=cpu_threads, gpu_type=gpu_type, timeout=timeout)
@@ -74,12 +76,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _profile(config: ProfileConfig, out: Path, quiet: bool) -> None:
-    from tesserae.profiler.runner import ProfilerError, run_profile, write_profile
+    from tesserae.profiler.runner import ProfilerError, ProfileSession, write_profile
 
     progress = None if quiet else Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),
         TimeElapsedColumn(), console=err, transient=False)
-    task = None if progress is None else progress.add_task("profiling", total=None, now="probing devices")
+    task = None if progress is None else progress.add_task("profiling", total=None, now="")
 
     def on_start(m: Measurement, i: int, total: int) -> None:
         if progress is not None and task is not None:
@@ -95,11 +97,13 @@ def _profile(config: ProfileConfig, out: Path, quiet: bool) -> None:
     # On SIGTERM, unwind (the worker pool kills its processes and removes its files) instead of dying.
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
-        if progress is not None:
-            with progress:
-                result = run_profile(config, on_start=on_start, on_done=on_done)
-        else:
-            result = run_profile(config)
+        # Every check (models, PyTorch, device, GPU counts) before the progress display is drawn.
+        with ProfileSession(config) as session:
+            if progress is not None:
+                with progress:
+                    result = session.measure(on_start=on_start, on_done=on_done)
+            else:
+                result = session.measure()
     except ProfilerError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
         raise typer.Exit(1) from None

@@ -498,17 +498,39 @@ class MeasurementRun:
 Progress = Callable[[Measurement, int, int], None]
 
 
-def run_profile(config: ProfileConfig, *, on_start: Progress | None = None,
+class ProfileSession:
+    """Every check done and the workers started, before the first measurement.
+
+    Opening it validates the models, finds PyTorch, starts the worker server, probes the device and
+    checks the configuration against it, so a command can report any of those mistakes before it
+    draws a progress display. Use as a context manager; :meth:`measure` runs the measurements.
+    """
+
+    def __init__(self, config: ProfileConfig) -> None:
+        for name in config.models:
+            size_settings(name, "tiny")  # validates the name
+        if not torch_available():
+            raise InputError("PyTorch is not installed; the profiler needs it: pip install 'tesserae[gpu]'")
+        self.config = config
+        self.pool = WorkerPool(timeout=max(PROBE_TIMEOUT_S, config.timeout))
+        try:
+            self.device = detect_device(config, self.pool.probe())
+            check_config(config, self.device)
+            self.size = resolve_size(config, self.device)
+        except BaseException:
+            self.pool.close()
+            raise
+
+    def __enter__(self) -> ProfileSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.close()
+
+    def measure(self, *, on_start: Progress | None = None,
                 on_done: Callable[[Measurement, list[JobOutcome]], None] | None = None) -> ProfileResult:
-    """Measure everything ``config`` asks for."""
-    for name in config.models:
-        size_settings(name, "tiny")  # validates the name
-    if not torch_available():
-        raise InputError("PyTorch is not installed; the profiler needs it: pip install 'tesserae[gpu]'")
-    with WorkerPool(timeout=max(PROBE_TIMEOUT_S, config.timeout)) as pool:
-        device = detect_device(config, pool.probe())
-        check_config(config, device)
-        size = resolve_size(config, device)
+        """Measure everything the configuration asks for."""
+        config, device, size = self.config, self.device, self.size
         result = ProfileResult(device, config, size)
         runs = plan(config)
         for i, m in enumerate(runs):
@@ -518,14 +540,14 @@ def run_profile(config: ProfileConfig, *, on_start: Progress | None = None,
                 outcomes = [JobOutcome(model, m.num_gpus, oom=True, message="out of memory alone")
                             for model in m.models]
             else:
-                outcomes = MeasurementRun(m, device, size, config, pool).run()
+                outcomes = MeasurementRun(m, device, size, config, self.pool).run()
             if m.is_pair:
                 result.pairs[(m.models[0], m.models[1], m.num_gpus)] = (outcomes[0], outcomes[1])
             else:
                 result.solo[(m.models[0], m.num_gpus)] = outcomes[0]
             if on_done is not None:
                 on_done(m, outcomes)
-    return result
+        return result
 
 
 def _num(x: float) -> float:

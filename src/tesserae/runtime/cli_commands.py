@@ -18,8 +18,9 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.table import Table
-from typer.core import TyperCommand
 
+from tesserae.cli_help import PlacementOpt, ServerPolicyOpt, TesseraeGroup
+from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.cli_options import parse_queues
 from tesserae.core.errors import InputError
 
@@ -29,35 +30,6 @@ err = Console(stderr=True)
 FINAL_STATES = ("completed", "failed", "cancelled")
 _STATE_STYLE = {"queued": "yellow", "running": "green", "preempted": "magenta", "completed": "blue",
                 "failed": "red", "cancelled": "dim"}
-
-
-def _is_usage_error(e: BaseException) -> bool:
-    # Typer vendors click in recent versions and uses click itself in older ones: match by class name.
-    return any(c.__name__ == "UsageError" for c in type(e).__mro__) and hasattr(e, "format_message")
-
-
-class OneLineErrors(TyperCommand):
-    """Turns click usage errors into InputError, which ``tesserae.cli.main`` prints as one line."""
-
-    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except Exception as e:
-            if _is_usage_error(e):
-                raise self._one_line(ctx, e) from None
-            raise
-
-    def invoke(self, ctx: Any) -> Any:
-        try:
-            return super().invoke(ctx)
-        except Exception as e:  # values are converted (and refused) here too
-            if _is_usage_error(e):
-                raise self._one_line(ctx, e) from None
-            raise
-
-    @staticmethod
-    def _one_line(ctx: Any, e: Any) -> InputError:
-        return InputError(f"{' '.join(e.format_message().split())} (see 'tesserae {ctx.info_name} --help')")
 
 
 def _duration(seconds: float | None) -> str:
@@ -99,9 +71,19 @@ def _job_id(text: str) -> int:
     return value
 
 
+def _warn_relative_paths(args: list[str], job_id: int) -> None:
+    """The job runs in its own folder (STATE/jobs/ID/work), where a path relative to this folder means
+    nothing: say so when an argument names a file or folder that exists here."""
+    here = [a for a in args if a and not a.startswith(("-", "/", "~")) and "=" not in a and Path(a).exists()]
+    if here:
+        err.print(f"note: job {job_id} runs in its own folder on the server, where '{here[0]}' (a path relative to "
+                  f"this folder) will not be found; give $PWD/{here[0]} or submit with --workdir .",
+                  highlight=False, markup=False, soft_wrap=True)
+
+
 def register(app: typer.Typer) -> None:
     """Add the runtime commands to ``app``."""
-    token_app = typer.Typer(no_args_is_help=True, help="Create API tokens.")
+    token_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, rich_markup_mode=None, help="Create API tokens.")
     app.add_typer(token_app, name="token")
 
     # ------------------------------------------------------------------ server
@@ -117,15 +99,15 @@ def register(app: typer.Typer) -> None:
                                                          "instead of asking NVML (machines without GPUs).")] = None,
         gpu_type: Annotated[str, typer.Option("--gpu-type", help="Type of the virtual GPUs.")] = "v100",
         host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free port, see "
-                                          "STATE/server.json).")] = 8765,
+        port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free port, written "
+                                          "to server.json in the state folder).")] = 8765,
         round_seconds: Annotated[float, typer.Option("--round-seconds", min=0.1, help="Round length (s).")] = 60.0,
         grace_seconds: Annotated[float, typer.Option("--grace-seconds", min=0.0, help="Time between SIGTERM and "
                                                      "SIGKILL when a job is stopped (s).")] = 30.0,
         event_driven: Annotated[bool, typer.Option("--event-driven/--rounds-only", help="Also decide at once "
                                                    "when a job arrives, ends or is cancelled.")] = True,
-        policy: Annotated[str, typer.Option("--policy", help="Scheduling policy (who runs).")] = "fifo",
-        placement: Annotated[str, typer.Option("--placement", help="Placement policy (where).")] = "consolidated",
+        policy: ServerPolicyOpt = "fifo",
+        placement: PlacementOpt = "consolidated",
         packing: Annotated[bool, typer.Option("--packing", help="Let pairs of jobs share GPUs.")] = False,
         no_backfill: Annotated[bool, typer.Option("--no-backfill", help="Stop at the first job that does not "
                                                   "fit.")] = False,
@@ -258,6 +240,8 @@ def register(app: typer.Typer) -> None:
         with _client() as c:
             job = c.submit(payload, idempotency_key=idempotency_key)
         print(job["id"])
+        if workdir is None and not shell:
+            _warn_relative_paths(command[1:], job["id"])
 
     @app.command(cls=OneLineErrors)
     def jobs(

@@ -6,6 +6,8 @@ TOML file (``TESSERAE_CONFIG``, default ``~/.config/tesserae/config.toml``)::
     url = "http://127.0.0.1:8765"
     token = "tsr_..."            # or: token_file = "/path/to/state/admin.token"
 
+Any other key in the file is an error that names the file, the line and the key.
+
 Every failure (no address, server down, HTTP 4xx/5xx) is a ``ClientError`` whose message is one
 line: the CLI prints it and exits with status 2.
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import os
 import time
+import re
 import tomllib
 import uuid
 from dataclasses import dataclass
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tesserae.core.errors import InputError
 
@@ -41,6 +45,36 @@ class ClientConfig:
     token: str
 
 
+class ConfigFile(BaseModel):
+    """The keys the configuration file may hold; any other key is an error (a typo must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    url: str | None = None
+    token: str | None = None
+    token_file: str | None = None
+
+
+def _read_config_file(path: Path) -> ConfigFile:
+    try:
+        text = path.read_text()
+        doc = tomllib.loads(text)
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
+        raise ClientError(f"cannot read the client configuration: {e}", path=str(path)) from None
+    try:
+        return ConfigFile.model_validate(doc)
+    except ValidationError as e:
+        first = e.errors()[0]
+        key = str(first["loc"][0]) if first["loc"] else ""
+        # tomllib keeps no positions: the line is the first that sets the key (or opens it as a table).
+        pattern = re.compile(rf"^\s*\[?\s*[\"']?{re.escape(key)}[\"']?\s*[=\].]")
+        line = next((n for n, ln in enumerate(text.splitlines(), 1) if pattern.match(ln)), None)
+        if first["type"] == "extra_forbidden":
+            raise ClientError(f"unknown key '{key}'; the keys are {', '.join(ConfigFile.model_fields)}",
+                              path=str(path), line=line) from None
+        raise ClientError(first["msg"], path=str(path), line=line, field=key) from None
+
+
 def config_path() -> Path:
     return Path(os.environ.get("TESSERAE_CONFIG") or DEFAULT_CONFIG).expanduser()
 
@@ -50,15 +84,12 @@ def load_config() -> ClientConfig:
     token = os.environ.get("TESSERAE_TOKEN", "").strip()
     path = config_path()
     if (not url or not token) and path.is_file():
-        try:
-            doc = tomllib.loads(path.read_text())
-        except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ClientError(f"cannot read the client configuration: {e}", path=str(path)) from None
-        url = url or str(doc.get("url", "")).strip()
-        if not token and doc.get("token"):
-            token = str(doc["token"]).strip()
-        elif not token and doc.get("token_file"):
-            token_file = Path(str(doc["token_file"])).expanduser()
+        doc = _read_config_file(path)
+        url = url or (doc.url or "").strip()
+        if not token and doc.token:
+            token = doc.token.strip()
+        elif not token and doc.token_file:
+            token_file = Path(doc.token_file).expanduser()
             try:
                 token = token_file.read_text().strip()
             except OSError as e:

@@ -134,13 +134,16 @@ def _is_loopback(host: str) -> bool:
 
 def check_policy(run: RunSpec) -> None:
     from tesserae.placement.base import make_placement
-    from tesserae.scheduling.base import make_policy
+    from tesserae.scheduling.base import make_policy, policy_names
 
-    policy = make_policy(run.policy, **run.options())
-    if policy.oracle:
-        raise InputError(f"policy '{run.policy}' orders jobs by their true remaining time, which a real server "
-                         "does not know; use it in the simulator only. For the server choose fifo, las or a "
-                         "tiresias policy (they need no job durations)", field="policy")
+    accepted = policy_names(include_oracles=False)
+    if run.policy not in accepted:
+        choose = f"the server accepts {', '.join(accepted)}"
+        if run.policy in policy_names():
+            raise InputError(f"policy '{run.policy}' needs the true durations of jobs, which a real server does not "
+                             f"know; use it in the simulator only ({choose})", field="policy")
+        raise InputError(f"unknown policy '{run.policy}'; {choose}", field="policy")
+    make_policy(run.policy, **run.options())
     make_placement(run.placement, **run.options())
 
 

@@ -64,9 +64,10 @@ def register(name: str) -> Callable[[type[SchedulingPolicy]], type[SchedulingPol
     return wrap
 
 
-def policy_names() -> list[str]:
+def policy_names(*, include_oracles: bool = True) -> list[str]:
+    """Registered names; without the oracles (which need true job durations) for a real server."""
     _load_builtin()
-    return sorted(_REGISTRY)
+    return sorted(n for n, f in _REGISTRY.items() if include_oracles or not getattr(f, "oracle", False))
 
 
 def make_policy(name: str, **options: Any) -> SchedulingPolicy:

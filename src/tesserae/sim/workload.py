@@ -9,6 +9,7 @@ from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobSpec
 from tesserae.core.throughput import ThroughputModel
 from tesserae.traces import generate_workload, read_trace
+from tesserae.traces.synthetic import parse_gpu_mix
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,10 @@ class WorkloadSpec:
     load: float = 0.8
     gpu_mix: str = "gavel"
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.trace is None:
+            parse_gpu_mix(self.gpu_mix)  # a bad mix is refused here, before any run starts
 
     def describe(self) -> str:
         if self.trace is not None:

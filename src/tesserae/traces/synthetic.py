@@ -5,7 +5,8 @@ of arrivals, over the cluster's GPUs) is ``load`` in expectation:
 ``lambda = load * cluster.num_gpus / E[num_gpus * duration]``, with ``E[num_gpus * duration] =
 E[num_gpus] * E[duration]`` (drawn independently) computed in closed form, not from the sample.
 GPU counts follow Gavel's (1/2/4/8 GPUs with p 0.7/0.1/0.15/0.05) or Blox's (0.6/0.3/0.09/0.01)
-mix, capped at the cluster's GPU count so that every job can run. Durations are Philly-like
+mix, or a custom one written ``1:0.7,2:0.3`` (GPU count: probability), capped at the cluster's GPU
+count so that every job can run. Durations are Philly-like
 (Gavel, Blox): 60 * 10^U(1.5, 3) s with probability 0.8, else 60 * 10^U(3, 4) s. Job types are
 uniform over the model's job types (sorted), and work = duration x the model's reference rate.
 
@@ -38,17 +39,51 @@ DURATION_MODELS: dict[str, tuple[tuple[float, float, float], ...]] = {
 DURATION_SCALE = 60.0
 
 
+MIX_HELP = "gavel, blox, or GPU-count:probability pairs such as 1:0.7,2:0.3"
+
+
+def parse_gpu_mix(text: str) -> dict[int, float]:
+    """A named mix (``gavel``, ``blox``) or a custom one, ``1:0.7,2:0.3``; errors name the bad entry."""
+    name = text.strip()
+    if name in GPU_MIXES:
+        return dict(GPU_MIXES[name])
+    if ":" not in name:
+        raise InputError(f"unknown GPU mix '{text}'; expected {MIX_HELP}", field="gpu-mix")
+    mix: dict[int, float] = {}
+    for entry in name.split(","):
+        count_text, sep, prob_text = entry.strip().partition(":")
+        try:
+            count = int(count_text)
+        except ValueError:
+            count = 0
+        if count < 1:
+            raise InputError(f"entry '{entry.strip()}': '{count_text.strip()}' is not a GPU count (an integer >= 1); "
+                             f"expected {MIX_HELP}", field="gpu-mix")
+        try:
+            prob = float(prob_text) if sep else math.nan
+        except ValueError:
+            prob = math.nan
+        if not (math.isfinite(prob) and 0 < prob <= 1):
+            raise InputError(f"entry '{entry.strip()}': '{prob_text.strip()}' is not a probability in (0, 1]; "
+                             f"expected {MIX_HELP}", field="gpu-mix")
+        if count in mix:
+            raise InputError(f"entry '{entry.strip()}': GPU count {count} appears twice", field="gpu-mix")
+        mix[count] = prob
+    total = sum(mix.values())
+    if not math.isclose(total, 1.0, abs_tol=1e-6):
+        raise InputError(f"the probabilities of '{text}' sum to {total:g}, not 1", field="gpu-mix")
+    return mix
+
+
 def gpu_mix_distribution(mix: str | Mapping[int, float], cluster_gpus: int) -> tuple[np.ndarray, np.ndarray]:
     """(GPU counts capped at the cluster size, probabilities) of a named or explicit mix."""
     if isinstance(mix, str):
-        if mix not in GPU_MIXES:
-            raise InputError(f"unknown GPU mix '{mix}'; valid: {', '.join(GPU_MIXES)}", field="gpu_mix")
-        mix = GPU_MIXES[mix]
+        mix = parse_gpu_mix(mix)
     counts = np.array(list(mix.keys()), dtype=np.int64)
     probs = np.array(list(mix.values()), dtype=np.float64)
     if len(counts) == 0 or (counts < 1).any() or not np.isfinite(probs).all() or (probs < 0).any() \
             or not math.isclose(probs.sum(), 1.0, abs_tol=1e-9):
-        raise InputError("a GPU mix maps GPU counts >= 1 to probabilities summing to 1", field="gpu_mix")
+        raise InputError("a GPU mix maps GPU counts >= 1 to probabilities summing to 1", field="gpu-mix")
     return np.minimum(counts, cluster_gpus), probs / probs.sum()
 
 
@@ -99,12 +134,29 @@ def _runnable_types(type_idx: np.ndarray, num_gpus: np.ndarray, types: list[str]
             continue
         if not ok:
             raise InputError(f"the profile '{model.name}' has no job type measured on {g} GPUs of every GPU type "
-                             f"of the cluster ({', '.join(cluster.gpu_types)}); choose another --gpu-mix or cluster",
-                             field="gpu-mix")
+                             f"of the cluster ({', '.join(cluster.gpu_types)}); "
+                             f"{_measured_counts_hint(model, types, cluster)}", field="gpu-mix")
         sel = num_gpus == g
         bad = sel & ~np.isin(type_idx, ok)
         out[bad] = np.asarray(ok)[(u[bad] * len(ok)).astype(np.int64)]
     return out
+
+
+def _measured_counts_hint(model: ThroughputModel, types: list[str], cluster: Cluster) -> str:
+    """What to do instead: the GPU counts (powers of two up to the cluster's size) that the profile has."""
+    sizes = [1 << k for k in range(cluster.num_gpus.bit_length()) if 1 << k <= cluster.num_gpus]
+    counts = [g for g in sizes if any(_has_data(model, t, g, cluster) for t in types)]
+    if not counts:
+        return "the profile measured none of 1, 2, 4, ... GPUs there: simulate on a cluster of its GPU type"
+    mix = ",".join(f"{g}:{p:g}" for g, p in zip(counts, _even_split(len(counts)), strict=True))
+    return (f"it measured jobs on {', '.join(map(str, counts))} GPU(s): generate only those, e.g. with --gpu-mix "
+            f"{mix}, or profile more GPU counts (tesserae profile --gpus 1,2,...)")
+
+
+def _even_split(n: int) -> list[float]:
+    """n probabilities with 2 decimals that sum to exactly 1."""
+    cents = [100 // n + (1 if k < 100 % n else 0) for k in range(n)]
+    return [c / 100 for c in cents]
 
 
 def generate_workload(num_jobs: int, load: float, cluster: Cluster, model: ThroughputModel, seed: int,

@@ -53,7 +53,9 @@ def viewer_app(folder: Path) -> FastAPI:
 def register(app: typer.Typer) -> None:
     """Add ``view`` to ``app``."""
 
-    @app.command("view")
+    from tesserae.cli_help import TesseraeCommand
+
+    @app.command("view", cls=TesseraeCommand)
     def view_cmd(
         folder: Annotated[Path, typer.Argument(help="An output folder of simulate or compare (--out).")],
         port: Annotated[int, typer.Option("--port", help="Port on 127.0.0.1 (0: any free port).")] = 8780,
