@@ -19,8 +19,8 @@ attempt created, so a submission the client did not hear back from is never stor
 from __future__ import annotations
 
 import os
-import time
 import re
+import time
 import tomllib
 import uuid
 from dataclasses import dataclass
