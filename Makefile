@@ -21,11 +21,11 @@ demo: $(STAMP)
 		--jobs 400 --load 1.5 --cluster 16x4 --seed 1 --out out/demo
 
 test: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/python -m pytest -n 2 tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) out .pytest_cache

@@ -32,6 +32,7 @@ Outside Tesserae it runs the same way (checkpoints in ./tesserae-checkpoints).
 from __future__ import annotations
 
 import argparse
+import fcntl
 import json
 import os
 import sys
