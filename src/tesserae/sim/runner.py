@@ -88,8 +88,9 @@ def build_scheduler(cluster: Cluster, model: ThroughputModel, run: RunSpec) -> S
 
 def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel, run: RunSpec, *,
              seed: int | None = None, window: tuple[int, int] | None = None,
-             progress: ProgressCallback | None = None) -> tuple[SimResult, dict[str, Any]]:
-    """Run one configuration; returns the raw result and its summary."""
+             progress: ProgressCallback | None = None, until: float | None = None
+             ) -> tuple[SimResult, dict[str, Any]]:
+    """Run one configuration (up to simulated time ``until`` if given); returns the raw result and its summary."""
     scheduler = build_scheduler(cluster, model, run)
     gavel_rounds = scheduler.policy.gavel_rounds if run.gavel_rounds is None else run.gavel_rounds
     if gavel_rounds and run.event_driven:
@@ -101,7 +102,7 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
                               event_driven=run.event_driven, gavel_rounds=gavel_rounds,
                               restart_cost=run.restart_cost, storage_gbps=run.storage_gbps,
                               min_run_quantum=run.min_run_quantum, allow_thrashing=run.allow_thrashing))
-    result = sim.run(progress)
+    result = sim.run(progress, until=until)
     summary = summarize(result, policy=run.policy, placement=run.placement, profile=model.name,
                         profile_measured=model.measured, seed=seed, window=window,
                         extra={"packing": run.packing, "no_backfill": run.no_backfill, "label": run.label})
