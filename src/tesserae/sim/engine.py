@@ -294,20 +294,15 @@ class Simulator:
             t.last_stop[r] = now
             t.rate[r] = 0.0
             t.overhead_left[r] = 0.0
-        quantum = self.config.min_run_quantum
         for r in plan.started:
             t.status[r] = JobStatus.RUNNING
             if math.isnan(t.first_start[r]):
                 t.first_start[r] = now
             t.last_start[r] = now
-            t.overhead_left[r] = self.overhead[r]
-            if quantum > 0:
-                t.hold_until[r] = now + self.overhead[r] * (1.0 + quantum)
+            self._charge_restart(r, now)
         for r in plan.migrated:
             t.migrations[r] += 1
-            t.overhead_left[r] = self.overhead[r]
-            if quantum > 0:
-                t.hold_until[r] = now + self.overhead[r] * (1.0 + quantum)
+            self._charge_restart(r, now)
         shared = 0
         for r, a in plan.assignments.items():
             p = previous.get(r)
@@ -318,6 +313,14 @@ class Simulator:
         self.assignments = dict(plan.assignments)
         self.shared_gpus = shared
         self._refresh_running()
+
+    def _charge_restart(self, row: int, now: float) -> None:
+        """A (re)start of ``row`` at ``now`` (start, resume, migration, strategy change): its restart
+        cost, and the minimum run quantum that protects it from preemption until it has paid off."""
+        t = self.table
+        t.overhead_left[row] = self.overhead[row]
+        if self.config.min_run_quantum > 0:
+            t.hold_until[row] = now + self.overhead[row] * (1.0 + self.config.min_run_quantum)
 
     def _refresh_running(self) -> None:
         """Running rows and GPUs in use; a pair shares the smaller job's GPUs (a subset of the larger's)."""
