@@ -78,7 +78,8 @@ def _one_run(model: str, size: str, device: str, cores: list[int] | None, thread
     try:
         with log_path.open("w") as log:
             start = time.perf_counter()
-            proc = subprocess.Popen([python, "-m", "tesserae.profiler.restart", json.dumps(spec)],
+            # -P: the working folder is not put on sys.path (a stray timeit.py there would shadow the stdlib).
+            proc = subprocess.Popen([python, "-P", "-m", "tesserae.profiler.restart", json.dumps(spec)],
                                     stdout=subprocess.PIPE, stderr=log, text=True, env=env)
             try:
                 deadline = time.monotonic() + timeout

@@ -8,9 +8,9 @@ figures (:mod:`tesserae.profiler.restart`). For every job type the project knows
   buffers (BatchNorm statistics) and the few scalars of an optimizer are left out (< 0.1 %);
 - start-up seconds = :data:`STARTUP_SECONDS` for every model: launching the processes, importing
   the framework, creating the CUDA context and the NCCL communicator, building the model. A
-  round figure: on a CPU the interpreter, PyTorch's import and the model build measured 2-4 s
-  (docs/profiler.md); CUDA and NCCL initialisation, which could not be measured here, add
-  seconds more on a GPU node.
+  round figure: on a CPU the interpreter, PyTorch's import, the model and optimizer build
+  measured 3-7 s (docs/profiler.md); CUDA and NCCL initialisation, which could not be measured
+  here, add seconds more on a GPU node.
 
 Parameter counts and their sources (each entry below also names its source; the table with
 every figure is in docs/restart-costs.md). The optimizer is the one the source trains with.
