@@ -59,6 +59,12 @@ class ToyModel:
     def skew(self, job_type: str) -> float | None:
         return None
 
+    def restart_cost(self, job_type: str) -> None:
+        return None  # the simulation charges the fixed --restart-overhead measured for toy jobs
+
+    def restart_seconds(self, job_type: str, num_gpus: int, storage_gbps: float = 10.0) -> float:
+        raise ValueError("toy jobs have no restart cost model; simulate them with a fixed restart overhead")
+
     def job_types(self) -> list[str]:
         return ["toy"]
 

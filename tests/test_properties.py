@@ -2,41 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import job
+from helpers import CheckingScheduler, job
 from tesserae.core.cluster import parse_cluster_spec
-from tesserae.core.jobs import JobTable
-from tesserae.core.plan import Assignment, Plan
 from tesserae.profiles.default_model import DefaultModel
-from tesserae.scheduler import Scheduler
 from tesserae.sim.engine import SimConfig, Simulator
 from tesserae.sim.runner import RunSpec, build_scheduler, simulate
 
 POLICIES = ["fifo", "srtf", "las"]
 PLACEMENTS = ["first-fit", "consolidated"]
-
-
-class CheckingScheduler(Scheduler):
-    """Asserts the invariants on every plan the wrapped scheduler makes."""
-
-    def decide(self, now: float, table: JobTable, active: np.ndarray,
-               previous: Mapping[int, Assignment]) -> Plan:
-        plan = super().decide(now, table, active, previous)
-        used: list[int] = []
-        for row, a in plan.assignments.items():
-            assert row in set(active.tolist())
-            assert len(a.gpus) == table.num_gpus[row], "a gang must get all its GPUs or none"
-            assert len(set(a.gpus)) == len(a.gpus)
-            if a.partner is None:
-                used.extend(a.gpus)
-        assert len(used) == len(set(used)), "two unpaired jobs on one GPU"
-        assert all(0 <= g < self.cluster.num_gpus for g in used)
-        return plan
 
 
 workloads = st.lists(

@@ -31,9 +31,11 @@ from tesserae.cli_help import (
 from tesserae.cli_options import parse_queues
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
+from tesserae.core.restart import DEFAULT_STORAGE_GBPS
 from tesserae.core.throughput import ThroughputModel
 from tesserae.profiler.cli_command import register as register_profile_command
 from tesserae.runtime.cli_commands import register as register_runtime_commands
+from tesserae.sim.metrics import restart_description
 from tesserae.web.viewer import register as register_view_command
 
 # Click's plain help layout (see tesserae.cli_help), as wide as the terminal up to 120 columns.
@@ -64,7 +66,18 @@ MixOpt = Annotated[str, typer.Option("--gpu-mix", help="Generated workload: GPU-
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed for generated workloads and type assignment.")]
 ProfileOpt = Annotated[str | None, typer.Option("--profile", help="Throughput profile (default: built-in model).")]
 RoundOpt = Annotated[float, typer.Option("--round-seconds", min=1.0, help="Round length (s).")]
-OverheadOpt = Annotated[float, typer.Option("--restart-overhead", min=0.0, help="Start/resume cost (s).")]
+OverheadOpt = Annotated[float, typer.Option("--restart-overhead", min=0.0, help="Fixed start/resume/migration "
+                                            "cost (s), with --restart-cost fixed.")]
+RestartCostOpt = Annotated[str, typer.Option("--restart-cost", help="'fixed' (every start, resume or migration "
+                                              "costs --restart-overhead) or 'job' (each job type's start-up + "
+                                              "checkpoint bytes / --storage-gbps, from the profile or the built-in "
+                                              "model).")]
+StorageOpt = Annotated[float, typer.Option("--storage-gbps", min=0.001, help="With --restart-cost job: storage "
+                                           "bandwidth a restarting job reads its checkpoint at, Gbit/s.")]
+QuantumOpt = Annotated[float, typer.Option("--min-run-quantum", min=0.0, help="A (re)started job runs K times "
+                                           "its restart cost before it may be preempted (0 = off).")]
+ThrashOpt = Annotated[bool, typer.Option("--allow-thrashing", help="Run a time-slicing policy even though some "
+                                         "restart cost reaches the round length (and no --min-run-quantum).")]
 NoBackfillOpt = Annotated[bool, typer.Option("--no-backfill", help="Stop at the first job that does not fit.")]
 EventOpt = Annotated[bool, typer.Option("--event-driven", help="Also decide at arrivals, completions, "
                                         "demotions and promotions.")]
@@ -110,6 +123,22 @@ def _parse_window(text: str | None) -> tuple[int, int] | None:
     return int(m.group(1)), int(m.group(2))
 
 
+def _restart_cost(text: str) -> Any:
+    if text not in ("fixed", "job"):
+        raise InputError(f"'{text}' is not fixed or job", field="restart-cost")
+    return text
+
+
+def _print_warnings(summaries: list[dict[str, Any]]) -> None:
+    """Each distinct warning of the runs, once, on stderr (they are in every summary.json too)."""
+    seen: dict[str, None] = {}
+    for s in summaries:
+        for w in s.get("warnings", []):
+            seen.setdefault(w, None)
+    for w in seen:
+        err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)
+
+
 def _gavel_lp(text: str) -> Any:
     if text not in ("center", "max-total"):
         raise InputError(f"'{text}' is not center or max-total", field="gavel-lp")
@@ -142,7 +171,7 @@ def _summary_table(title: str, summaries: list[dict[str, Any]]) -> Table:
             ("median JCT (h)", "median_jct"), ("p95 JCT (h)", "p95_jct"), ("p99 JCT (h)", "p99_jct"),
             ("makespan (h)", "makespan"), ("avg queueing (h)", "avg_queueing_delay"),
             ("utilization", "utilization"), ("preemptions", "preemptions"), ("migrations", "migrations"),
-            ("decision time mean (ms)", "decision_seconds_mean")]
+            ("decision time mean (ms)", "decision_seconds_mean"), ("restart cost", "restart_cost")]
     table = Table(title=title)
     table.add_column("metric")
     base = summaries[0]
@@ -155,6 +184,9 @@ def _summary_table(title: str, summaries: list[dict[str, Any]]) -> Table:
                 cells.append(f"{s['completed']} / {s['rejected']} / {s['unfinished']}")
                 continue
             v = s.get(key)
+            if key == "restart_cost":
+                cells.append(restart_description(s, short=True) if v is not None else "-")
+                continue
             if v is None:
                 cells.append("-")
                 continue
@@ -190,7 +222,9 @@ def simulate(
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
     promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False, gavel_reset_interval: ResetOpt = 1920.0,
-    gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None,
+    gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None, restart_cost: RestartCostOpt = "fixed",
+    storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS, min_run_quantum: QuantumOpt = 0.0,
+    allow_thrashing: ThrashOpt = False,
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
     from tesserae.sim.report import write_run
@@ -203,7 +237,9 @@ def simulate(
                   restart_overhead=restart_overhead, no_backfill=no_backfill, event_driven=event_driven,
                   packing=packing, queues=parse_queues(queues), promote_knob=promote_knob,
                   gittins_prior=gittins_prior, skew_threshold=skew_threshold,
-                  gavel_reset_interval=gavel_reset_interval, gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds)
+                  gavel_reset_interval=gavel_reset_interval, gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
+                  restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
+                  min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing)
     window = _parse_window(measure_jobs)
     cl, model = _load_setup(cluster, profile)
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
@@ -217,6 +253,7 @@ def simulate(
     summary["workload"] = wl.describe()
     write_run(out, result, summary)
     write_report(out)
+    _print_warnings([summary])
     console.print(_summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
     console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  (wall {_wall_seconds():.1f} s, "
                   f"of which simulating {summary['wall_seconds']:.1f} s)", soft_wrap=True)
@@ -243,6 +280,8 @@ def compare(
     ray: Annotated[str | None, typer.Option("--ray", help="Spread the sweep over a Ray cluster: its address, "
                                             "or 'local' to start one here.")] = None,
     gavel_reset_interval: ResetOpt = 1920.0, gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None,
+    restart_cost: RestartCostOpt = "fixed", storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS,
+    min_run_quantum: QuantumOpt = 0.0, allow_thrashing: ThrashOpt = False,
 ) -> None:
     """Run several configurations on the same workload and cluster; ratios are to the first run.
 
@@ -260,7 +299,9 @@ def compare(
                    no_backfill=no_backfill, event_driven=event_driven, packing=packing,
                    queues=parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,
                    skew_threshold=skew_threshold, gavel_reset_interval=gavel_reset_interval,
-                   gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds)
+                   gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
+                   restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
+                   min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing)
     runs = [parse_run_label(label, base) for label in run]
     window = _parse_window(measure_jobs)
     seed_list = [int(x) for x in _parse_list(seeds, "seeds", int)] if seeds else [seed]
@@ -314,6 +355,7 @@ def compare(
     plot_jct_cdf({r.point.run.label: r.jct for r in shown}, out / "jct_cdf.png", title=plot_title)
     plot_timeline({r.point.run.label: r.timeline for r in shown}, out / "timeline.png", cl.num_gpus, title=plot_title)
     write_report(out)
+    _print_warnings([r.summary for r in results])
     title = f"{wl.describe() if not sweep else 'seed ' + str(first_point[0]) + ', load ' + str(first_point[1])}"
     console.print(_summary_table(f"{title} on {cl.describe()} ({model.name}{'' if model.measured else ', a model'})",
                                  [r.summary for r in shown]))

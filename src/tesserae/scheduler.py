@@ -2,6 +2,9 @@
 
 The scheduler is deterministic: the same table state, time and previous plan give the same Plan.
 It keeps no wall clock and no global state; the simulator and the runtime both call ``decide``.
+
+Minimum run quantum: a running job whose ``hold_until`` (set by the driver when it (re)started the
+job) lies in the future goes ahead of the policy's order, so it keeps its GPUs whatever its priority.
 """
 
 from __future__ import annotations
@@ -44,7 +47,7 @@ class Scheduler:
     def decide(self, now: float, table: JobTable, active: np.ndarray,
                previous: Mapping[int, Assignment]) -> Plan:
         """Who runs where until the next decision, for the ``active`` (submitted, unfinished) rows."""
-        order = self.policy.order(table, active, now)
+        order = held_first(self.policy.order(table, active, now), table, previous, now)
         self.last_order = order
         placer = self.placement.begin(self.cluster, table, previous, self.model)
         # Optional hook: a placer that follows the policy's advice (GPU-type preferences, pairs).
@@ -91,3 +94,20 @@ class Scheduler:
 
     def summary(self) -> dict[str, Any]:
         return {**self.policy.summary(), **self.placement.summary()}
+
+
+def held_first(order: np.ndarray, table: JobTable, previous: Mapping[int, Assignment], now: float) -> np.ndarray:
+    """``order`` with the running jobs inside their minimum run quantum moved to the front.
+
+    They keep their relative order; held jobs the policy left out (Gavel orders only whom it runs)
+    follow them in the previous plan's order. They all ran last round, so their gangs fit.
+    """
+    if not previous:
+        return order
+    prev = np.fromiter(previous, dtype=np.int64, count=len(previous))
+    held = prev[table.hold_until[prev] > now + 1e-9]
+    if held.size == 0:
+        return order
+    ordered = np.isin(order, held)
+    left_out = held[~np.isin(held, order)]
+    return np.concatenate([order[ordered], left_out, order[~ordered]])

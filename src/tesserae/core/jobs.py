@@ -77,6 +77,7 @@ class JobTable:
         self.migrations = np.zeros(n, dtype=np.int64)
         self.rate = np.zeros(n)  # iterations per second at the current placement
         self.overhead_left = np.zeros(n)  # restart overhead still to pay before progress resumes
+        self.hold_until = np.zeros(n)  # minimum run quantum: not preempted before this instant
 
     def set_reference_rates(self, model: ThroughputModel) -> None:
         """Fill ``ref_rate`` from the model, once per (job type, GPU count) pair."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from tesserae.core.restart import DEFAULT_STORAGE_GBPS, RestartCost
+
 
 @runtime_checkable
 class ThroughputModel(Protocol):
@@ -26,6 +28,14 @@ class ThroughputModel(Protocol):
 
     def skew(self, job_type: str) -> float | None:
         """Largest tensor / all parameters (Tiresias); None when unknown."""
+        ...
+
+    def restart_cost(self, job_type: str) -> RestartCost | None:
+        """Checkpoint bytes and start-up seconds of the job type (measured or modelled); None if unknown."""
+        ...
+
+    def restart_seconds(self, job_type: str, num_gpus: int, storage_gbps: float = DEFAULT_STORAGE_GBPS) -> float:
+        """What starting, resuming, moving or re-launching the job costs (s); InputError if unknown."""
         ...
 
     def job_types(self) -> list[str]: ...

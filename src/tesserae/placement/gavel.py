@@ -61,7 +61,8 @@ class GavelPlacer(RoundPlacer):
         prefs = self.book.prefs(jt, k)
         if self.type_pref is not None:
             names = self.cluster.gpu_types
-            advised = [names.index(n) for n in self.type_pref(row) if n in names]
+            # No advice (a job the scheduler keeps running inside its minimum run quantum): stay on its type.
+            advised = [names.index(n) for n in self.type_pref(row) if n in names] or [self.previous_type(row)]
             order = [t for t in advised if t in prefs] + [t for t in prefs if t not in advised]
         else:
             pt = self.previous_type(row)

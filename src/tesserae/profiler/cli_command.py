@@ -18,9 +18,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from tesserae.core.errors import InputError
+from tesserae.core.restart import DEFAULT_STORAGE_GBPS, transfer_seconds
 from tesserae.profiler.catalogue import MODEL_NAMES, parse_gpu_counts, parse_models
 
 if TYPE_CHECKING:
+    from tesserae.profiler.restart import RestartOutcome
     from tesserae.profiler.runner import JobOutcome, Measurement, ProfileConfig, ProfileResult
 
 err = Console(stderr=True)
@@ -52,6 +54,11 @@ def register(app: typer.Typer) -> None:
                                                      "GPU's name, e.g. h100; 'cpu' on a CPU).")] = None,
         timeout: Annotated[float, typer.Option("--timeout", help="Seconds one measurement may take before its "
                                                "processes are killed.")] = 600.0,
+        restart_runs: Annotated[int, typer.Option("--restart-runs", help="Fresh processes per model timing "
+                                                  "start-up, checkpoint save and restore (median; 0 = skip).")] = 3,
+        checkpoint_dir: Annotated[Path | None, typer.Option("--checkpoint-dir", help="Where the restart "
+                                                            "measurements write checkpoints: the storage jobs "
+                                                            "use (default: a temporary folder).")] = None,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress display.")] = False,
     ) -> None:
         """Measure training throughput and memory of real PyTorch models, alone and in pairs."""
@@ -66,9 +73,14 @@ def register(app: typer.Typer) -> None:
                 out.parent.mkdir(parents=True, exist_ok=True)
             except OSError as e:
                 raise InputError(f"cannot create the folder: {e.strerror}", path=str(out.parent)) from None
+            if restart_runs < 0:
+                raise InputError(f"--restart-runs must be at least 0, got {restart_runs}", field="restart-runs")
+            if checkpoint_dir is not None and not checkpoint_dir.is_dir():
+                raise InputError("folder not found", path=str(checkpoint_dir), field="checkpoint-dir")
             config = ProfileConfig(models=parse_models(models), gpu_counts=parse_gpu_counts(gpus), pairs=pairs,
                                    seconds=seconds, warmup=warmup, size=size, device=device,
-                                   cpu_threads=cpu_threads, gpu_type=gpu_type, timeout=timeout)
+                                   cpu_threads=cpu_threads, gpu_type=gpu_type, timeout=timeout,
+                                   restart_runs=restart_runs, checkpoint_dir=checkpoint_dir)
             _profile(config, out, quiet)
         except InputError as e:
             # tesserae.cli.main prints the message as Rich markup: keep "tesserae[gpu]" from being eaten.
@@ -94,6 +106,11 @@ def _profile(config: ProfileConfig, out: Path, quiet: bool) -> None:
         progress.console.print(f"  {' + '.join(m.models)} on {m.num_gpus}: {text}", highlight=False)
         progress.advance(task)
 
+    def on_restart(o: RestartOutcome) -> None:
+        if progress is not None:
+            progress.console.print(f"  {o.model} restart: start-up {o.startup_seconds:.2f} s, checkpoint "
+                                   f"{o.checkpoint_bytes / 1e6:.3g} MB", highlight=False)
+
     # On SIGTERM, unwind (the worker pool kills its processes and removes its files) instead of dying.
     previous = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
@@ -101,7 +118,7 @@ def _profile(config: ProfileConfig, out: Path, quiet: bool) -> None:
         with ProfileSession(config) as session:
             if progress is not None:
                 with progress:
-                    result = session.measure(on_start=on_start, on_done=on_done)
+                    result = session.measure(on_start=on_start, on_done=on_done, on_restart=on_restart)
             else:
                 result = session.measure()
     except ProfilerError as e:
@@ -142,4 +159,17 @@ def _print_tables(result: ProfileResult, out: Path) -> None:
                     cells.append(f"{o.throughput:.4g}" + (f" ({o.throughput / solo:.2f})" if solo > 0 else ""))
             ptable.add_row(a, b, str(n), *cells)
         console.print(ptable)
-    console.print(f"wrote {out} ({len(result.solo)} alone, {len(result.pairs)} pairs)")
+    if result.restart:
+        runs = result.config.restart_runs
+        rtable = Table(title=f"restart cost (median of {runs} fresh process{'es' if runs > 1 else ''}; "
+                       "checkpoint = model + optimizer state)")
+        for col in ("model", "start-up (s)", "checkpoint (MB)", "save (s)", "restore (s)",
+                    f"restart at {DEFAULT_STORAGE_GBPS:g} Gbit/s (s)"):
+            rtable.add_column(col, justify="left" if col == "model" else "right")
+        for o in result.restart.values():
+            rtable.add_row(o.model, f"{o.startup_seconds:.3g}", f"{o.checkpoint_bytes / 1e6:.4g}",
+                           f"{o.save_seconds:.3g}", f"{o.restore_seconds:.3g}",
+                           f"{o.startup_seconds + transfer_seconds(o.checkpoint_bytes, DEFAULT_STORAGE_GBPS):.3g}")
+        console.print(rtable)
+    console.print(f"wrote {out} ({len(result.solo)} alone, {len(result.pairs)} pairs, "
+                  f"{len(result.restart)} restart costs)")

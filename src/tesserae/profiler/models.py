@@ -26,7 +26,10 @@ Wrap = Callable[[nn.Module], nn.Module]
 
 @dataclass
 class TrainStep:
-    """One model ready to train: ``step()`` runs an iteration; sizes are for the profile's skew."""
+    """One model ready to train: ``step()`` runs an iteration; sizes are for the profile's skew.
+
+    ``modules`` and ``optimizers`` hold the training state a checkpoint saves.
+    """
 
     name: str
     step: Callable[[], None]
@@ -34,6 +37,7 @@ class TrainStep:
     largest_tensor: int
     batch: int
     modules: list[nn.Module]
+    optimizers: list[torch.optim.Optimizer]
 
     @property
     def skew(self) -> float:
@@ -239,10 +243,11 @@ def _identity(module: nn.Module) -> nn.Module:
     return module
 
 
-def _finish(name: str, modules: list[nn.Module], step: Callable[[], None], batch: int) -> TrainStep:
+def _finish(name: str, modules: list[nn.Module], optimizers: list[torch.optim.Optimizer], step: Callable[[], None],
+            batch: int) -> TrainStep:
     params = {id(p): p for m in modules for p in m.parameters()}
     sizes = [p.numel() for p in params.values()]
-    return TrainStep(name, step, sum(sizes), max(sizes, default=0), batch, modules)
+    return TrainStep(name, step, sum(sizes), max(sizes, default=0), batch, modules, optimizers)
 
 
 def _classifier(name: str, model: nn.Module, s: dict[str, Any], device: torch.device, wrap: Wrap) -> TrainStep:
@@ -257,7 +262,7 @@ def _classifier(name: str, model: nn.Module, s: dict[str, Any], device: torch.de
         F.cross_entropy(net(x), y).backward()
         opt.step()
 
-    return _finish(name, [model], step, s["batch"])
+    return _finish(name, [model], [opt], step, s["batch"])
 
 
 def _language(name: str, model: nn.Module, s: dict[str, Any], device: torch.device, wrap: Wrap,
@@ -276,7 +281,7 @@ def _language(name: str, model: nn.Module, s: dict[str, Any], device: torch.devi
         F.cross_entropy(logits.reshape(-1, v), labels.reshape(-1)).backward()
         opt.step()
 
-    return _finish(name, [model], step, b)
+    return _finish(name, [model], [opt], step, b)
 
 
 def _dcgan(name: str, s: dict[str, Any], device: torch.device, wrap: Wrap) -> TrainStep:
@@ -301,7 +306,7 @@ def _dcgan(name: str, s: dict[str, Any], device: torch.device, wrap: Wrap) -> Tr
         F.binary_cross_entropy_with_logits(d_net(fake), g_target).backward()
         g_opt.step()
 
-    return _finish(name, [gen, disc], step, b)
+    return _finish(name, [gen, disc], [g_opt, d_opt], step, b)
 
 
 def _recommendation(name: str, s: dict[str, Any], device: torch.device, wrap: Wrap) -> TrainStep:
@@ -318,7 +323,7 @@ def _recommendation(name: str, s: dict[str, Any], device: torch.device, wrap: Wr
         F.binary_cross_entropy_with_logits(net(users, items), clicked).backward()
         opt.step()
 
-    return _finish(name, [model], step, b)
+    return _finish(name, [model], [opt], step, b)
 
 
 def build(name: str, size: str, device: torch.device | str = "cpu", wrap: Wrap = _identity,

@@ -15,6 +15,9 @@ names the CPU model as the GPU and ``cpu`` as the GPU type.
 
 One iteration is one training step of the job: on ``n`` GPUs, one synchronous DDP step in which
 each of the ``n`` processes trains on its own per-GPU batch (the catalogue's batch size).
+
+Then, for each model, what a restart costs (:mod:`tesserae.profiler.restart`): fresh processes
+that time start-up, checkpoint save and restore, ``restart_runs`` times (median).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from typing import Any
 
 from tesserae.core.errors import InputError
 from tesserae.profiler.catalogue import SIZES, size_settings
+from tesserae.profiler.restart import RestartError, RestartOutcome, measure_restart
 
 GIB = 2**30
 PROBE_TIMEOUT_S = 300.0
@@ -66,6 +70,8 @@ class ProfileConfig:
     cpu_threads: int = 1
     gpu_type: str | None = None  # default: derived from the GPU's name ('cpu' on a CPU)
     timeout: float = 600.0  # per measurement, after which its processes are killed
+    restart_runs: int = 3  # fresh processes per model for the restart figures (0 = do not measure)
+    checkpoint_dir: Path | None = None  # where restart measurements write checkpoints (default: a temp folder)
 
     @property
     def warmup_seconds(self) -> float:
@@ -131,6 +137,7 @@ class ProfileResult:
     size: str
     solo: dict[tuple[str, int], JobOutcome] = field(default_factory=dict)
     pairs: dict[tuple[str, str, int], tuple[JobOutcome, JobOutcome]] = field(default_factory=dict)
+    restart: dict[str, RestartOutcome] = field(default_factory=dict)
     date: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
 
 
@@ -528,7 +535,8 @@ class ProfileSession:
         self.pool.close()
 
     def measure(self, *, on_start: Progress | None = None,
-                on_done: Callable[[Measurement, list[JobOutcome]], None] | None = None) -> ProfileResult:
+                on_done: Callable[[Measurement, list[JobOutcome]], None] | None = None,
+                on_restart: Callable[[RestartOutcome], None] | None = None) -> ProfileResult:
         """Measure everything the configuration asks for."""
         config, device, size = self.config, self.device, self.size
         result = ProfileResult(device, config, size)
@@ -547,6 +555,19 @@ class ProfileSession:
                 result.solo[(m.models[0], m.num_gpus)] = outcomes[0]
             if on_done is not None:
                 on_done(m, outcomes)
+        for name in config.models if config.restart_runs > 0 else []:
+            if all(o.oom for (model, _n), o in result.solo.items() if model == name):
+                continue  # it cannot run here: there is nothing to restart
+            try:
+                outcome = measure_restart(name, size, device.kind, runs=config.restart_runs,
+                                          cores=device.core_slice(0) if device.kind == "cpu" else None,
+                                          threads=device.cpu_threads, checkpoint_dir=config.checkpoint_dir,
+                                          timeout=config.timeout)
+            except RestartError as exc:
+                raise ProfilerError(f"restart cost of {name}: {exc}") from None
+            result.restart[name] = outcome
+            if on_restart is not None:
+                on_restart(outcome)
         return result
 
 
@@ -557,8 +578,9 @@ def _num(x: float) -> float:
 
 def profile_document(result: ProfileResult) -> dict[str, Any]:
     """The profile in the project's format (``tesserae.profiles.tesserae_profile``), validated."""
+    from tesserae.core.restart import RestartCost
     from tesserae.profiles.table_model import TableModel
-    from tesserae.profiles.tesserae_profile import tesserae_profile_document
+    from tesserae.profiles.tesserae_profile import MEASURED_SOURCE, tesserae_profile_document
 
     g = result.device.gpu_type
     alone = {(model, n, g, True): 0.0 if o.oom else _num(o.throughput) for (model, n), o in result.solo.items()}
@@ -578,8 +600,12 @@ def profile_document(result: ProfileResult) -> dict[str, Any]:
     for (model, _n), o in sorted(result.solo.items(), key=lambda kv: kv[0][1]):
         if o.skew is not None and model not in skew:
             skew[model] = _num(min(1.0, max(0.0, o.skew)))
+    restart = {name: RestartCost(float(o.checkpoint_bytes), _num(o.startup_seconds), measured=True,
+                                 source=MEASURED_SOURCE, save_seconds=_num(o.save_seconds),
+                                 restore_seconds=_num(o.restore_seconds), parameters=o.parameters)
+               for name, o in result.restart.items()}
     table = TableModel(name="tesserae profile", reference_gpu_type=g, alone=alone, pairs=pairs, memory=memory,
-                       skew=skew, measured=True)
+                       skew=skew, measured=True, restart=restart)
     return tesserae_profile_document(table, gpu=result.device.gpu_info(result.date))
 
 

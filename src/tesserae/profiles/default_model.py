@@ -5,12 +5,19 @@ job on the reference GPU type (v100), consolidated and alone, whatever its GPU c
 duration therefore converts to work one to one. Other GPU types run faster or slower by a
 per-type factor; a job spread over several nodes slows by 1 / (1 + spread_coefficient * skew),
 so communication-heavy (high-skew) models suffer most; two jobs sharing GPUs each run at
-``share_factor`` of their alone speed, if their memory fits together.
+``share_factor`` of their alone speed, if their memory fits together. Restart costs come from the
+built-in table of parameter counts (:mod:`tesserae.profiles.restart_model`), overridable per job
+type (``checkpoint_bytes``) and for all (``startup_seconds``).
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, ConfigDict, Field
+
+from tesserae.core.restart import RestartCost
+from tesserae.profiles.restart_model import STARTUP_SECONDS, RestartSeconds, builtin_restart_cost
 
 # Largest-tensor share of the parameters (Tiresias' skew), from the Tiresias paper's profiles.
 TIRESIAS_SKEW: dict[str, float] = {
@@ -46,9 +53,13 @@ class DefaultModelConfig(BaseModel):
     spread_coefficient: float = Field(1.0, ge=0.0)
     share_factor: float = Field(0.6, gt=0.0, le=1.0)
     unknown_gpu_speed: float = Field(1.0, gt=0.0)
+    #: Start-up seconds of every job type (restart cost = start-up + checkpoint bytes / storage bandwidth).
+    startup_seconds: float = Field(STARTUP_SECONDS, ge=0.0, allow_inf_nan=False)
+    #: Checkpoint bytes per job type, over the built-in table's.
+    checkpoint_bytes: dict[str, Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
 
 
-class DefaultModel:
+class DefaultModel(RestartSeconds):
     """Built-in model (see module docstring). Unknown job types run at reference speed, skew 0."""
 
     measured = False
@@ -87,6 +98,14 @@ class DefaultModel:
         if cap is None or ma is None or mb is None:
             return True
         return ma + mb <= cap
+
+    def restart_cost(self, job_type: str) -> RestartCost | None:
+        """The configured checkpoint bytes of the job type, else the built-in table's (a model either way)."""
+        startup = self.config.startup_seconds
+        size = self.config.checkpoint_bytes.get(job_type)
+        if size is not None:
+            return RestartCost(size, startup, measured=False, source="model: default-model configuration")
+        return builtin_restart_cost(job_type, startup_seconds=startup)
 
     def job_types(self) -> list[str]:
         return sorted(self.config.skew)

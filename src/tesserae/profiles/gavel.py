@@ -5,7 +5,8 @@ and v100 GPUs, measured consolidated (``"v100"``) and spread over machines
 (``"v100_unconsolidated"``). Under each GPU key, ``"('<job type>', <GPU count>)"`` maps to
 ``{"null": alone, "('<other type>', <count>)": [self, other] while the two share the GPUs}``;
 0.0 marks a job or a pair that did not fit in memory. Reading it gives a :class:`TableModel` that
-is ``measured`` with v100 as the reference GPU type.
+is ``measured`` with v100 as the reference GPU type. Gavel published no restart costs: its job types
+get the built-in model's (:data:`tesserae.profiles.restart_model.GAVEL`, from Gavel's own models).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.core.errors import InputError
+from tesserae.profiles.restart_model import COMMON, GAVEL
 from tesserae.profiles.table_model import AloneKey, PairKey, TableModel
 
 REFERENCE_GPU_TYPE = "v100"
@@ -75,7 +77,7 @@ def gavel_from_document(doc: Any, source: str = "<gavel>") -> TableModel:
                 pairs[(job_type, num_gpus, gpu_type, consolidated, other_type, other_gpus)] = (
                     _number(value[0], source, f"{field}[0]"), _number(value[1], source, f"{field}[1]"))
     return TableModel(name=f"gavel:{Path(source).name}", reference_gpu_type=REFERENCE_GPU_TYPE,
-                      alone=alone, pairs=pairs, measured=True)
+                      alone=alone, pairs=pairs, measured=True, restart_defaults=(GAVEL, COMMON))
 
 
 def _parse_job_key(key: str, source: str, field: str) -> tuple[str, int]:

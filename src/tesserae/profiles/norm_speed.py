@@ -15,7 +15,8 @@ size was measured separately ("resnet50 (batch size 32)").
 As a ThroughputModel (:func:`load_norm_speed`) the table is normalised and GPU-type agnostic
 (GPU type "*"): every job alone runs at ``base_rate`` iterations/s (a large job with its best
 solo strategy), and in a pair each side runs at ``base_rate`` x its speed relative to running
-alone, with the large job using the strategy of best sharing gain.
+alone, with the large job using the strategy of best sharing gain. The file has no restart costs:
+its job types get the built-in model's (:data:`tesserae.profiles.restart_model.BLOX`).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from typing import TextIO
 
 from tesserae.core.errors import InputError
 from tesserae.profiles.colocation import ColocationTable, PairSpeeds
+from tesserae.profiles.restart_model import BLOX, COMMON
 from tesserae.profiles.table_model import ANY_GPU, AloneKey, PairKey, TableModel
 
 REQUIRED_COLUMNS = ("model1", "gpu_num1", "batch_size1", "speed1", "pipeline_strategy",
@@ -86,7 +88,7 @@ def norm_speed_model(data: NormSpeedData, *, name: str = "norm-speed", base_rate
         pairs[(a, na, ANY_GPU, True, b, nb)] = (
             (0.0, 0.0) if speeds is None else (base_rate * speeds[0], base_rate * speeds[1]))
     return TableModel(name=name, reference_gpu_type=reference_gpu_type, alone=alone, pairs=pairs,
-                      measured=True, colocation=table)
+                      measured=True, colocation=table, restart_defaults=(BLOX, COMMON))
 
 
 def parse_norm_speed(path: str | Path) -> NormSpeedData:

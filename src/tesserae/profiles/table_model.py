@@ -13,12 +13,14 @@ the profile before a simulation starts.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from tesserae.core.errors import InputError
+from tesserae.core.restart import RestartCost
 from tesserae.profiles.colocation import ColocationTable
 from tesserae.profiles.default_model import TIRESIAS_SKEW
+from tesserae.profiles.families import model_family
+from tesserae.profiles.restart_model import COMMON, RestartSeconds, Tables, builtin_restart_cost
 
 # A table whose GPU type is "*" was measured without naming the GPU (Blox's normalised speeds):
 # it answers the same for every GPU type.
@@ -35,22 +37,12 @@ AloneKey = tuple[str, int, str, bool]
 # (job type, GPU count, GPU type, consolidated, partner job type, partner GPU count)
 PairKey = tuple[str, int, str, bool, str, int]
 
-_BATCH_SUFFIX = re.compile(r"\s*\(\s*batch size[^)]*\)\s*$", re.IGNORECASE)
-
-
-def model_family(job_type: str) -> str:
-    """Normalised model name: 'ResNet-50 (batch size 16)' -> 'resnet50', 'Inception-v3' -> 'inception3'."""
-    name = _BATCH_SUFFIX.sub("", job_type).lower()
-    name = re.sub(r"[^a-z0-9]", "", name)
-    return re.sub(r"(?<=[a-z])v(?=\d)", "", name)
-
-
 def tiresias_skew(job_type: str) -> float | None:
     """Tiresias' published skew for the job type's model family, or None when not one of them."""
     return TIRESIAS_SKEW.get(model_family(job_type))
 
 
-class TableModel:
+class TableModel(RestartSeconds):
     """A ThroughputModel answering from measured tables (see module docstring).
 
     ``alone`` maps (job type, GPUs, GPU type, consolidated) to iterations/s running alone; 0.0
@@ -65,6 +57,8 @@ class TableModel:
     - a measured (job type, GPUs) with no entry on some GPU type of the table reads 0.0 there.
 
     ``colocation`` carries per-strategy data for large jobs (see :meth:`strategy_for`).
+    ``restart`` holds measured restart data per job type; a job type without it gets the built-in
+    model's from ``restart_defaults`` (the tables of the system the profile comes from).
     """
 
     def __init__(self, *, name: str, reference_gpu_type: str, alone: Mapping[AloneKey, float],
@@ -72,7 +66,8 @@ class TableModel:
                  memory: Mapping[AloneKey, float] | None = None, skew: Mapping[str, float] | None = None,
                  measured: bool = True, colocation: ColocationTable | None = None,
                  unconsolidated_factor: float = UNCONSOLIDATED_FALLBACK_FACTOR,
-                 metadata: Mapping[str, str] | None = None) -> None:
+                 metadata: Mapping[str, str] | None = None, restart: Mapping[str, RestartCost] | None = None,
+                 restart_defaults: Tables = (COMMON,)) -> None:
         self.name = name
         self.measured = measured
         self.reference_gpu_type = reference_gpu_type
@@ -86,6 +81,8 @@ class TableModel:
         self.colocation = colocation
         self.unconsolidated_factor = unconsolidated_factor
         self.metadata: dict[str, str] = dict(metadata or {})
+        self.restart: dict[str, RestartCost] = dict(restart or {})
+        self.restart_defaults = tuple(restart_defaults)
         self._build()
 
     # ----------------------------------------------------------------------------------- derived
@@ -169,6 +166,11 @@ class TableModel:
         """The profile's skew, else Tiresias' for the model family, else None."""
         s = self._skew.get(job_type)
         return s if s is not None else tiresias_skew(job_type)
+
+    def restart_cost(self, job_type: str) -> RestartCost | None:
+        """The profile's measured restart data of the job type, else the built-in model's, else None."""
+        cost = self.restart.get(job_type)
+        return cost if cost is not None else builtin_restart_cost(job_type, self.restart_defaults)
 
     def job_types(self) -> list[str]:
         return sorted(self._counts)
@@ -262,9 +264,9 @@ class TableModel:
         if not isinstance(other, TableModel):
             return NotImplemented
         return (self.reference_gpu_type, self.measured, self.alone, self.pairs, self.memory,
-                self.explicit_skew, self.colocation, self.unconsolidated_factor) == (
+                self.explicit_skew, self.colocation, self.unconsolidated_factor, self.restart) == (
             other.reference_gpu_type, other.measured, other.alone, other.pairs, other.memory,
-            other.explicit_skew, other.colocation, other.unconsolidated_factor)
+            other.explicit_skew, other.colocation, other.unconsolidated_factor, other.restart)
 
     __hash__ = None  # type: ignore[assignment]
 

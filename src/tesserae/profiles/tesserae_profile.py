@@ -11,7 +11,9 @@ converted to it (``write_tesserae_profile(read_gavel(...), path)``). Shape::
                 "throughput", "partner_throughput", "oom", "consolidated"}],
      "skew": {"<job type>": 0.11},
      "strategies": [{"job_type", "num_gpus", "strategy", "partner_type", "partner_num_gpus",
-                     "speed", "partner_speed", "oom"}]}
+                     "speed", "partner_speed", "oom"}],
+     "restart": [{"job_type", "checkpoint_bytes", "startup_seconds", "save_seconds",
+                  "restore_seconds", "parameters"}]}
 
 Throughputs are iterations/s; 0.0 (or ``"oom": true``) means it does not fit. ``gpu_type`` "*"
 means the row holds for any GPU type. Choices beyond the brief, all optional with defaults:
@@ -19,7 +21,11 @@ means the row holds for any GPU type. Choices beyond the brief, all optional wit
 pair's ``consolidated`` defaults to true (Gavel also measured pairs spread over machines), and
 ``strategies`` holds :class:`ColocationTable` rows: a row without ``partner_type`` is the large
 job alone with that strategy, a row with one is the pair (``speed`` = the large job's,
-``partner_speed`` = the partner's, both normalised as in Blox's ``norm_speed.csv``).
+``partner_speed`` = the partner's, both normalised as in Blox's ``norm_speed.csv``). ``restart``
+holds one measured row per job type: the checkpoint's size (model and optimizer state, bytes, an
+integer), the seconds a fresh process takes to start and build the job, and, for provenance, the
+seconds saving and restoring that checkpoint took where it was measured and the parameter count
+(those three may be null). A job type without a row gets the built-in model's restart cost.
 
 Any invalid field raises :class:`InputError` naming the file and the JSON path of the field
 (for example ``entries[3].throughput``).
@@ -35,6 +41,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tesserae.core.errors import InputError
+from tesserae.core.restart import RestartCost
 from tesserae.profiles.colocation import ColocationTable, PairSpeeds
 from tesserae.profiles.table_model import AloneKey, PairKey, TableModel
 
@@ -93,6 +100,15 @@ class StrategyRecord(_Strict):
     oom: bool = False
 
 
+class RestartRecord(_Strict):
+    job_type: Name
+    checkpoint_bytes: Annotated[int, Field(ge=0)]
+    startup_seconds: Rate
+    save_seconds: Rate | None = None
+    restore_seconds: Rate | None = None
+    parameters: Annotated[int, Field(ge=0)] | None = None
+
+
 class ProfileDocument(_Strict):
     format: Literal["tesserae-profile"]
     version: Literal[1]
@@ -103,6 +119,11 @@ class ProfileDocument(_Strict):
     skew: dict[str, Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)]] = Field(
         default_factory=dict)
     strategies: list[StrategyRecord] = Field(default_factory=list)
+    restart: list[RestartRecord] = Field(default_factory=list)
+
+
+#: Where a measured restart row came from (RestartCost.source).
+MEASURED_SOURCE = "measured by tesserae profile"
 
 
 def is_tesserae_profile(doc: Any) -> bool:
@@ -149,13 +170,25 @@ def tesserae_profile_from_document(doc: Any, source: str = "<profile>") -> Table
         pairs[pkey] = (0.0, 0.0) if p.oom else (p.throughput, p.partner_throughput)
     colocation = _colocation(parsed.strategies, source) if parsed.strategies else None
     metadata = parsed.gpu.model_dump() if parsed.gpu is not None else {}
+    restart = _restart(parsed.restart, source)
     try:
         return TableModel(name=f"tesserae-profile:{Path(source).name}",
                           reference_gpu_type=parsed.reference_gpu_type, alone=alone, pairs=pairs,
                           memory=memory, skew=parsed.skew, measured=True, colocation=colocation,
-                          metadata=metadata)
+                          metadata=metadata, restart=restart)
     except InputError as exc:
         raise InputError(str(exc), path=source) from exc
+
+
+def _restart(records: list[RestartRecord], source: str) -> dict[str, RestartCost]:
+    out: dict[str, RestartCost] = {}
+    for i, r in enumerate(records):
+        if r.job_type in out:
+            raise InputError("duplicate restart row for this job type", path=source, field=f"restart[{i}].job_type")
+        out[r.job_type] = RestartCost(float(r.checkpoint_bytes), r.startup_seconds, measured=True,
+                                      source=MEASURED_SOURCE, save_seconds=r.save_seconds,
+                                      restore_seconds=r.restore_seconds, parameters=r.parameters)
+    return out
 
 
 def _colocation(records: list[StrategyRecord], source: str) -> ColocationTable:
@@ -224,7 +257,14 @@ def tesserae_profile_document(model: TableModel, gpu: GpuInfo | Mapping[str, str
         "pairs": pairs,
         "skew": dict(sorted(model.explicit_skew.items())),
         "strategies": [] if model.colocation is None else _strategy_rows(model.colocation),
+        "restart": [_restart_row(jt, c) for jt, c in sorted(model.restart.items()) if c.measured],
     }
+
+
+def _restart_row(job_type: str, cost: RestartCost) -> dict:
+    return {"job_type": job_type, "checkpoint_bytes": round(cost.checkpoint_bytes),
+            "startup_seconds": cost.startup_seconds, "save_seconds": cost.save_seconds,
+            "restore_seconds": cost.restore_seconds, "parameters": cost.parameters}
 
 
 def _strategy_rows(table: ColocationTable) -> list[dict]:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -61,6 +61,8 @@ def check_knob(promote_knob: float | None) -> float:
 
 class TiresiasQueues(SchedulingPolicy):
     """Discretized 2D-LAS; subclasses change only the order within a queue (``_within_queue``)."""
+
+    time_slicing: ClassVar[bool] = True
 
     def __init__(self, queues: Sequence[float] | None = None, promote_knob: float | None = None) -> None:
         self.thresholds = check_thresholds(queues)

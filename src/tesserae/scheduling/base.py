@@ -25,6 +25,9 @@ class SchedulingPolicy:
     oracle: ClassVar[bool] = False
     #: Simulated with Gavel's round ending and idle jump by default (the Gavel baselines).
     gavel_rounds: ClassVar[bool] = False
+    #: Preempts running jobs by priority round after round (LAS, Tiresias, Gavel, Themis): with restart
+    #: costs at or above the round length it thrashes, so the simulator asks for a minimum run quantum.
+    time_slicing: ClassVar[bool] = False
 
     def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
         raise NotImplementedError

@@ -41,6 +41,7 @@ def finish_time_fairness(table: JobTable, rows: np.ndarray, now: float, cluster_
 @register("themis")
 class Themis(SchedulingPolicy):
     oracle = True
+    time_slicing = True
 
     def __init__(self) -> None:
         self.cluster_gpus: int | None = None

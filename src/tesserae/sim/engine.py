@@ -4,7 +4,15 @@ Between decisions every running job progresses at the rate the throughput model 
 placement (GPU type, consolidated or spread, alone or sharing). All running rows advance in one
 vectorised step; completions inside a round are processed in time order, and a job whose
 partner finished speeds up at that instant. Starting, resuming or migrating a job costs the
-restart overhead, during which it holds its GPUs and makes no progress.
+restart overhead, during which it holds its GPUs and makes no progress: a fixed number of seconds
+(``restart_cost="fixed"``), or each job type's start-up plus checkpoint bytes over the storage
+bandwidth, from the profile (``restart_cost="job"``, see :mod:`tesserae.core.restart`).
+
+A policy that preempts running jobs by priority, with restart costs at or above the round length,
+can restart a job every round before it makes progress. The simulator warns when any job's cost
+reaches the round length and refuses to run such a policy then (:class:`InputError`) unless a
+minimum run quantum is set (a (re)started job is kept running until it has run ``min_run_quantum``
+times its restart cost after paying it) or ``allow_thrashing`` says to run it anyway.
 """
 
 from __future__ import annotations
@@ -18,12 +26,15 @@ from typing import Any
 import numpy as np
 
 from tesserae.core.cluster import Cluster
+from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
+from tesserae.core.restart import DEFAULT_STORAGE_GBPS
 from tesserae.placement.base import runnable
 from tesserae.scheduler import Scheduler
 
 ProgressCallback = Callable[[float, int, int], None]
+RESTART_COSTS = ("fixed", "job")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,10 +49,26 @@ class SimConfig:
     #: floor(rate x round) iterations (or what it has left), a pair until its slower member's ends,
     #: and the round ends when the last micro-task does; an idle cluster jumps to the next arrival.
     gavel_rounds: bool = False
+    #: "fixed": every start, resume and migration costs ``restart_overhead`` (or ``overhead_by_type``);
+    #: "job": the throughput model's restart cost of the job type at ``storage_gbps``.
+    restart_cost: str = "fixed"
+    #: Storage bandwidth a restarting job reads its checkpoint at (Gbit/s), for ``restart_cost="job"``.
+    storage_gbps: float = DEFAULT_STORAGE_GBPS
+    #: A (re)started job is not preempted before it has run this many times its restart cost after
+    #: paying it (0 = no quantum).
+    min_run_quantum: float = 0.0
+    #: Run a time-slicing policy even when restart costs reach the round length.
+    allow_thrashing: bool = False
 
     def __post_init__(self) -> None:
         if self.event_driven and self.gavel_rounds:
             raise ValueError("event-driven decisions and Gavel's rounds exclude each other")
+        if self.restart_cost not in RESTART_COSTS:
+            raise ValueError(f"restart_cost must be one of {', '.join(RESTART_COSTS)}, got {self.restart_cost!r}")
+        if not (math.isfinite(self.storage_gbps) and self.storage_gbps > 0):
+            raise ValueError(f"storage_gbps must be positive, got {self.storage_gbps!r}")
+        if not (math.isfinite(self.min_run_quantum) and self.min_run_quantum >= 0):
+            raise ValueError(f"min_run_quantum must be >= 0, got {self.min_run_quantum!r}")
 
 
 @dataclass
@@ -56,6 +83,9 @@ class SimResult:
     events: int
     scheduler_summary: dict[str, Any]
     rejections: dict[str, int] = field(default_factory=dict)
+    #: Which restart cost was charged, its figures and provenance (see ``Simulator.restart_summary``).
+    restart: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 class Simulator:
@@ -70,9 +100,6 @@ class Simulator:
         self.table.set_reference_rates(self.model)
         t = self.table
         self.arrival_order = np.argsort(t.submit, kind="stable")
-        self.overhead = np.array([self.config.overhead_by_type.get(t.job_type(r), self.config.restart_overhead)
-                                  for r in range(t.n)]) if self.config.overhead_by_type else \
-            np.full(t.n, self.config.restart_overhead)
         too_big = t.num_gpus > cluster.num_gpus
         t.status[too_big] = JobStatus.REJECTED
         # A job the profile gives no rate on any GPU type of this cluster could never progress.
@@ -82,6 +109,9 @@ class Simulator:
                 unrunnable |= (t.type_idx == ti) & (t.num_gpus == k)
         t.status[unrunnable] = JobStatus.REJECTED
         self.rejections = {"too_large": int(too_big.sum()), "no_throughput_data": int(unrunnable.sum())}
+        self.overhead = self._restart_costs()
+        self.warnings: list[str] = []
+        self._check_restart_costs()
         self.assignments: dict[int, Assignment] = {}
         self.active: dict[int, None] = {}  # insertion-ordered set of QUEUED or RUNNING rows
         self.run_rows = np.empty(0, dtype=np.int64)
@@ -95,6 +125,73 @@ class Simulator:
         self._rate_cache: dict[tuple[Any, ...], float] = {}
         self._type_node_size = {ti: int(cluster.node_num_gpus[cluster.node_type == ti].max())
                                 for ti in range(len(cluster.gpu_types))}
+
+    # ----------------------------------------------------------------------------- restart costs
+    def _restart_costs(self) -> np.ndarray:
+        """Seconds each row's (re)start costs; 0 for rejected rows, which never start."""
+        t, cfg = self.table, self.config
+        live = t.status != JobStatus.REJECTED
+        if cfg.restart_cost == "fixed":
+            by_type = cfg.overhead_by_type
+            cost = np.array([by_type.get(t.job_type(r), cfg.restart_overhead) for r in range(t.n)]) \
+                if by_type else np.full(t.n, cfg.restart_overhead)
+            return np.where(live, cost, 0.0)
+        cost = np.zeros(t.n)
+        seconds: dict[tuple[int, int], float] = {}
+        for r in np.flatnonzero(live).tolist():
+            key = (int(t.type_idx[r]), int(t.num_gpus[r]))
+            if key not in seconds:
+                seconds[key] = self.model.restart_seconds(t.types[key[0]], key[1], cfg.storage_gbps)
+            cost[r] = seconds[key]
+        return cost
+
+    def restart_summary(self) -> dict[str, Any]:
+        """Which restart cost this run charges, its range, and whether it was measured or modelled."""
+        t, cfg = self.table, self.config
+        live = np.flatnonzero(t.status != JobStatus.REJECTED)
+        costs = self.overhead[live]
+        out: dict[str, Any] = {
+            "restart_cost": cfg.restart_cost,
+            "restart_seconds_mean": float(costs.mean()) if costs.size else None,
+            "restart_seconds_max": float(costs.max()) if costs.size else None,
+            "min_run_quantum": cfg.min_run_quantum,
+        }
+        if cfg.restart_cost == "fixed":
+            return {**out, "restart_cost_kind": "fixed (configured)"}
+        types = sorted({t.job_type(r) for r in live.tolist()})
+        cost_of = {jt: self.model.restart_cost(jt) for jt in types}
+        measured = [jt for jt in types if (c := cost_of[jt]) is not None and c.measured]
+        modelled = [jt for jt in types if jt not in measured]
+        if not modelled:
+            kind = "measured"
+        elif not measured:
+            kind = "model (not a measurement)"
+        else:
+            kind = f"mixed: measured for {len(measured)} job type(s), model (not a measurement) for {len(modelled)}"
+        by_type = {jt: float(c.seconds(cfg.storage_gbps)) for jt, c in cost_of.items() if c is not None}
+        return {**out, "restart_cost_kind": kind, "storage_gbps": cfg.storage_gbps,
+                "restart_seconds_by_type": by_type}
+
+    def _check_restart_costs(self) -> None:
+        """Warn when a restart cost reaches the round length; refuse time-slicing policies then."""
+        t, cfg = self.table, self.config
+        R = cfg.round_seconds
+        live = t.status != JobStatus.REJECTED
+        reach = np.flatnonzero(live & (self.overhead >= R))
+        if reach.size == 0:
+            return
+        types = sorted({t.job_type(r) for r in reach.tolist()})
+        shown = ", ".join(types[:5]) + (f" and {len(types) - 5} more" if len(types) > 5 else "")
+        message = (f"{reach.size} of {int(live.sum())} jobs have a restart cost at or above the round length "
+                   f"({R:g} s; up to {float(self.overhead[reach].max()):g} s, job types {shown})")
+        policy = self.scheduler.policy
+        if policy.time_slicing and cfg.min_run_quantum <= 0 and not cfg.allow_thrashing:
+            raise InputError(f"{message}: '{policy.name}' preempts running jobs by priority and would restart "
+                             "them round after round without progress; set --min-run-quantum K (a restarted job "
+                             "runs K times its restart cost before it may be preempted), a longer "
+                             "--round-seconds, or --allow-thrashing to run it anyway")
+        self.warnings.append(message + ("; time-slicing policies can thrash at such costs"
+                                        if cfg.min_run_quantum <= 0 else ""))
 
     # ----------------------------------------------------------------------------- main loop
     def run(self, progress: ProgressCallback | None = None, until: float | None = None) -> SimResult:
@@ -202,10 +299,10 @@ class Simulator:
             if math.isnan(t.first_start[r]):
                 t.first_start[r] = now
             t.last_start[r] = now
-            t.overhead_left[r] = self.overhead[r]
+            self._charge_restart(r, now)
         for r in plan.migrated:
             t.migrations[r] += 1
-            t.overhead_left[r] = self.overhead[r]
+            self._charge_restart(r, now)
         shared = 0
         for r, a in plan.assignments.items():
             p = previous.get(r)
@@ -216,6 +313,14 @@ class Simulator:
         self.assignments = dict(plan.assignments)
         self.shared_gpus = shared
         self._refresh_running()
+
+    def _charge_restart(self, row: int, now: float) -> None:
+        """A (re)start of ``row`` at ``now`` (start, resume, migration, strategy change): its restart
+        cost, and the minimum run quantum that protects it from preemption until it has paid off."""
+        t = self.table
+        t.overhead_left[row] = self.overhead[row]
+        if self.config.min_run_quantum > 0:
+            t.hold_until[row] = now + self.overhead[row] * (1.0 + self.config.min_run_quantum)
 
     def _refresh_running(self) -> None:
         """Running rows and GPUs in use; a pair shares the smaller job's GPUs (a subset of the larger's)."""
@@ -345,4 +450,4 @@ class Simulator:
         timeline = {"time": tl[:, 0], "gpus_in_use": tl[:, 1], "queued": tl[:, 2], "running": tl[:, 3]}
         return SimResult(self.table, self.cluster, self.config, self.decision_seconds, timeline,
                          self.busy_gpu_seconds, time.perf_counter() - wall0, self.events,
-                         self.scheduler.summary(), self.rejections)
+                         self.scheduler.summary(), self.rejections, self.restart_summary(), list(self.warnings))

@@ -75,7 +75,7 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
         "cluster": result.cluster.describe(),
         "cluster_gpus": gpus,
         "round_seconds": result.config.round_seconds,
-        "restart_overhead": result.config.restart_overhead,
+        "restart_overhead": result.config.restart_overhead if result.config.restart_cost == "fixed" else None,
         "event_driven": result.config.event_driven,
         "profile": profile,
         "profile_kind": "measured" if profile_measured else "model (not a measurement)",
@@ -89,6 +89,8 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
         "wall_seconds": result.wall_seconds,
         "events": result.events,
     }
+    summary.update(result.restart)
+    summary["warnings"] = list(result.warnings)
     summary.update(result.scheduler_summary)
     if extra:
         summary.update(extra)
@@ -120,3 +122,26 @@ def job_records(result: SimResult) -> list[dict[str, Any]]:
             "slowdown": jct / max(float(t.work[r] / t.ref_rate[r]), 1e-9) if not math.isnan(jct) else math.nan,
         })
     return out
+
+
+def restart_description(summary: dict[str, Any], short: bool = False) -> str:
+    """Which restart cost a run charged, and whether it was measured or a model (``short``: for a table cell)."""
+    mode = summary.get("restart_cost", "fixed")
+    mean, top = summary.get("restart_seconds_mean"), summary.get("restart_seconds_max")
+    if mode == "fixed":
+        seconds = summary.get("restart_overhead")
+        text = "fixed" if seconds is None else f"fixed {seconds:g} s" + ("" if short else
+                                                                        " per start, resume or migration")
+    elif short:
+        kind = summary.get("restart_cost_kind", "")
+        text = f"job: {mean:.1f} s mean" if mean is not None else "job"
+        text += " (model)" if kind.startswith("model") else " (measured)" if kind == "measured" else " (mixed)"
+    else:
+        text = f"per job type: start-up + checkpoint bytes at {summary.get('storage_gbps', 0):g} Gbit/s"
+        if mean is not None and top is not None:
+            text += f", {mean:.1f} s mean, {top:.1f} s max"
+        text += f" ({summary.get('restart_cost_kind', 'unknown')})"
+    quantum = summary.get("min_run_quantum") or 0
+    if quantum:
+        text += f", quantum {quantum:g}x" if short else f"; minimum run quantum {quantum:g} x restart cost"
+    return text

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
+from tesserae.core.restart import DEFAULT_STORAGE_GBPS
 from tesserae.core.throughput import ThroughputModel
 from tesserae.placement.base import make_placement
 from tesserae.scheduler import Scheduler, SchedulerConfig
@@ -27,6 +28,12 @@ class RunSpec(BaseModel):
     placement: str = "consolidated"
     round_seconds: float = Field(300.0, gt=0)
     restart_overhead: float = Field(30.0, ge=0)
+    #: "fixed": every (re)start costs ``restart_overhead``; "job": the profile's cost of the job type.
+    restart_cost: Literal["fixed", "job"] = "fixed"
+    storage_gbps: float = Field(DEFAULT_STORAGE_GBPS, gt=0, allow_inf_nan=False)
+    #: A (re)started job runs this many times its restart cost before it may be preempted (0 = off).
+    min_run_quantum: float = Field(0.0, ge=0, allow_inf_nan=False)
+    allow_thrashing: bool = False
     no_backfill: bool = False
     event_driven: bool = False
     packing: bool = False
@@ -81,8 +88,9 @@ def build_scheduler(cluster: Cluster, model: ThroughputModel, run: RunSpec) -> S
 
 def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel, run: RunSpec, *,
              seed: int | None = None, window: tuple[int, int] | None = None,
-             progress: ProgressCallback | None = None) -> tuple[SimResult, dict[str, Any]]:
-    """Run one configuration; returns the raw result and its summary."""
+             progress: ProgressCallback | None = None, until: float | None = None
+             ) -> tuple[SimResult, dict[str, Any]]:
+    """Run one configuration (up to simulated time ``until`` if given); returns the raw result and its summary."""
     scheduler = build_scheduler(cluster, model, run)
     gavel_rounds = scheduler.policy.gavel_rounds if run.gavel_rounds is None else run.gavel_rounds
     if gavel_rounds and run.event_driven:
@@ -91,8 +99,10 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
         gavel_rounds = False  # an explicit --event-driven wins over the policy's default
     sim = Simulator(specs, cluster, scheduler,
                     SimConfig(round_seconds=run.round_seconds, restart_overhead=run.restart_overhead,
-                              event_driven=run.event_driven, gavel_rounds=gavel_rounds))
-    result = sim.run(progress)
+                              event_driven=run.event_driven, gavel_rounds=gavel_rounds,
+                              restart_cost=run.restart_cost, storage_gbps=run.storage_gbps,
+                              min_run_quantum=run.min_run_quantum, allow_thrashing=run.allow_thrashing))
+    result = sim.run(progress, until=until)
     summary = summarize(result, policy=run.policy, placement=run.placement, profile=model.name,
                         profile_measured=model.measured, seed=seed, window=window,
                         extra={"packing": run.packing, "no_backfill": run.no_backfill, "label": run.label})

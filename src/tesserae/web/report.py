@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.sim.metrics import restart_description
 from tesserae.web.results import Run, explain, find_runs
 from tesserae.web.templating import environment
 
@@ -146,6 +147,7 @@ def report_data(folder: Path, kind: str, runs: list[Run], *, embed: bool) -> dic
         "api": None if embed else "api/explain",
         "workload": first.get("workload"), "cluster": first.get("cluster"),
         "profile": first.get("profile_kind") or first.get("profile"),
+        "restart": restart_description(first) if "restart_cost" in first else None,
     }
 
 
