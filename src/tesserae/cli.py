@@ -53,6 +53,8 @@ QueuesOpt = Annotated[str | None, typer.Option("--queues", help="Tiresias queue 
 KnobOpt = Annotated[float | None, typer.Option("--promote-knob", min=0.0, help="Tiresias starvation "
                                                "guard P (0 = off).")]
 PriorOpt = Annotated[str | None, typer.Option("--gittins-prior", help="File of job GPU-times for Gittins.")]
+GittinsIndexOpt = Annotated[str | None, typer.Option("--gittins-index", help="tiresias (Tiresias' simulator's "
+                                                     "index, the default) or paper (the definition).")]
 SkewOpt = Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew threshold.")]
 WindowOpt = Annotated[str | None, typer.Option("--measure-jobs", help="Measurement window of job ids, "
                                                "LO:HI (half-open).")]
@@ -141,7 +143,8 @@ def simulate(
     placement: Annotated[str, typer.Option("--placement", help="Placement policy (where).")] = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
-    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
+    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, gittins_index: GittinsIndexOpt = None,
+    skew_threshold: SkewOpt = None,
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False,
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
@@ -153,7 +156,7 @@ def simulate(
     run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds,
                   restart_overhead=restart_overhead, no_backfill=no_backfill, event_driven=event_driven,
                   packing=packing, queues=parse_queues(queues), promote_knob=promote_knob,
-                  gittins_prior=gittins_prior, skew_threshold=skew_threshold)
+                  gittins_prior=gittins_prior, gittins_index=gittins_index, skew_threshold=skew_threshold)
     window = _parse_window(measure_jobs)
     cl, model = _load_setup(cluster, profile)
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
@@ -181,7 +184,8 @@ def compare(
     = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
-    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
+    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, gittins_index: GittinsIndexOpt = None,
+    skew_threshold: SkewOpt = None,
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False,
     seeds: Annotated[str | None, typer.Option("--seeds", help="Sweep: comma-separated seeds (overrides --seed).")]
     = None,
@@ -204,7 +208,7 @@ def compare(
     base = RunSpec(placement=placement, round_seconds=round_seconds, restart_overhead=restart_overhead,
                    no_backfill=no_backfill, event_driven=event_driven, packing=packing,
                    queues=parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,
-                   skew_threshold=skew_threshold)
+                   gittins_index=gittins_index, skew_threshold=skew_threshold)
     runs = [parse_run_label(label, base) for label in run]
     window = _parse_window(measure_jobs)
     seed_list = [int(x) for x in _parse_list(seeds, "seeds", int)] if seeds else [seed]

@@ -33,6 +33,7 @@ class RunSpec(BaseModel):
     queues: tuple[float, ...] | None = None
     promote_knob: float | None = None
     gittins_prior: str | None = None
+    gittins_index: str | None = None
     skew_threshold: float | None = None
 
     @property
@@ -43,7 +44,7 @@ class RunSpec(BaseModel):
 
     def options(self) -> dict[str, Any]:
         """Options handed to the policy and placement factories (each takes what it knows)."""
-        names = ("queues", "promote_knob", "gittins_prior", "skew_threshold", "packing")
+        names = ("queues", "promote_knob", "gittins_prior", "gittins_index", "skew_threshold", "packing")
         return {k: getattr(self, k) for k in names if getattr(self, k) not in (None, False)}
 
 
