@@ -345,13 +345,13 @@ cProfile of the slowest case puts most of our time there and little in the polic
   `event_time + ceil((queue_limit[qid] - executed_time) // num_gpu)`: it subtracts wall seconds
   (`executed_time`) from GPU-seconds (`queue_limit`) and floors. For a job with `num_gpu` > 1 and
   some service this wakes up too late, and for a fresh job whose GPU count does not divide the
-  threshold (3250 / 4 = 812.5) one second too early, where the check `executed_time x num_gpu >=
-  queue_limit` fails and the next timer is late again. The demotion itself is checked correctly, so
-  it happens at the next event of any kind after the crossing -- late by up to the gap between
-  events. Ours demotes at the exact crossing (`_tiresias_queues.py`, `next_event`). With that one
-  line of the peer corrected to `ceil((queue_limit[qid] - executed_time x num_gpu) / num_gpu)` (the
-  *corrected peer* columns, a second copy outside the repository), the multi-GPU jobs are demoted
-  on time there too.{fixed_text}{cons_text}
+  threshold (3250 / 4 = 812.5) a fraction of a second too early (at 812), where the check
+  `executed_time x num_gpu >= queue_limit` fails and the next timer is late again. The demotion
+  itself is checked correctly, so it happens at the next event of any kind after the crossing --
+  late by up to the gap between events. Ours demotes at the exact crossing (`_tiresias_queues.py`,
+  `next_event`). With that one line of the peer corrected to `ceil((queue_limit[qid] -
+  executed_time x num_gpu) / num_gpu)` (the *corrected peer* columns, a second copy outside the
+  repository), the multi-GPU jobs are demoted on time there too.{fixed_text}{cons_text}
 - **Gittins index.** Ours (`--gittins-index tiresias`, the default) is the peer's index: its step
   function on the prior's sample grid, its formula (a job that ends within the quantum counts at its
   whole size, `e_sum = sum(data[idx:idx_delta]) + delta x (num - idx_delta)`), its tail case and its
