@@ -238,6 +238,12 @@ def section(args: argparse.Namespace, rows: list[dict]) -> str:
     has_fixed = all("fixed_diff" in r for r in matched)
     worst_fixed = max(matched, key=lambda r: abs(r["fixed_diff"])) if has_fixed else None
     cons = next((r for r in rows if r["case"].placement != "first-fit"), None)
+    before_text = ""
+    if any("before_diff" in r for r in rows):
+        before_text = ("*Before this change*: the same command on Tesserae "
+                       f"{('`' + args.before_commit + '`') if args.before_commit else 'before issue 11'}, whose "
+                       "queues re-sorted waiting jobs by queue-entry time and whose 2D-Gittins used the "
+                       "definition of the index on total attained service.\n\n")
     missed = [r for r in matched if abs(r["diff"]) > 0.01]
     miss_text = " Beyond 1%: " + "; ".join(
         f"{r['case'].name} ({_pct(r['diff'])}" + (f", {_pct(r['fixed_diff'])} against the corrected peer"
@@ -332,8 +338,9 @@ as in the peer; `first-fit` on one node is the peer's `count`, see below; the LA
 
 {table}
 
-Wall time is each process from start to exit, ours including Python start-up and imports (about a
-second); a ratio above 1 means ours took longer. Ours took {min(walls):.1f}-{max(walls):.1f}x the
+{before_text}Wall time is each process from start to exit, ours including Python start-up and imports (about a
+second); a ratio above 1 means ours took longer. The peer's runs and ours ran minutes apart on a
+2-core machine shared with other work, so the ratios are rough. Ours took {min(walls):.1f}-{max(walls):.1f}x the
 peer's time here. On these one-node traces the peer only counts GPUs, while ours lays every admitted
 job out on GPU ids at each decision (`first-fit`) and advances the jobs through its engine; a
 cProfile of the slowest case puts most of our time there and little in the policy.
@@ -389,6 +396,7 @@ def main() -> int:
     c.add_argument("--peer-commit", required=True, help="the peer's commit, for the report")
     c.add_argument("--peer-fixed", type=Path, help="outputs of the peer with its demotion timer corrected")
     c.add_argument("--before-src", type=Path, help="a source tree (its src/) to run as 'before this change'")
+    c.add_argument("--before-commit", default="", help="the commit of that tree, for the report")
     c.add_argument("--write", action="store_true", help="write the Fidelity section of docs/reproduction/tiresias.md")
     args = ap.parse_args()
     args.peer_only = []
