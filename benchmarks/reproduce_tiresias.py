@@ -246,6 +246,17 @@ def _sensitivity_plot(sweeps: dict[str, dict[str, list[tuple[float, float]]]], s
     plt.close(fig)
 
 
+def _keep_fidelity(path: Path, text: str) -> str:
+    """Carry the Fidelity section (written by ``tiresias_fidelity.py``) over into the new report."""
+    begin, end = "<!-- BEGIN fidelity -->", "<!-- END fidelity -->"
+    old = path.read_text() if path.exists() else ""
+    if begin not in old or end not in old:
+        return text
+    block = begin + old.split(begin, 1)[1].split(end, 1)[0] + end + "\n"
+    marker = "## Wall time per run"
+    return text.replace(marker, block + "\n" + marker, 1)
+
+
 def _machine() -> str:
     return f"{machine()}, kernel {platform.release()}"
 
@@ -376,7 +387,7 @@ def write_report(args: argparse.Namespace, results: dict[str, dict[str, Any]], f
                          "![JCT CDF](tiresias_jct_cdf_large.png)\n")
 
     prior_n = r["philly-32x8-event-2D-Gittins"]["gittins_samples"]
-    grid, index = GittinsIndex(read_gittins_prior(files["prior"]), 3600.0).grid()
+    grid, index = GittinsIndex(read_gittins_prior(files["prior"]), 3600.0).tiresias_grid()
     peak_at = float(grid[int(np.argmax(index))])
     avg60 = [s["avg_jct"] for s in e60.values()]
     same60 = max(avg60) - min(avg60) < 1.0
@@ -476,8 +487,10 @@ the run described here. Do not edit by hand: rerun the script.
 - Policies: **YARN-CS** = `fifo --no-backfill --placement yarn` (FIFO, head-of-line blocking, all GPUs
   of a job from one rack, whole nodes first); **SRTF** = shortest remaining time first from the true
   durations (an oracle); **LAS** = least attained service (wall time, continuous); **2D-LAS** =
-  `tiresias-las` (K=2, threshold 3600 GPU-s, PromoteKnob off); **2D-Gittins** = `tiresias-gittins`
-  with the Gittins index from `yarn-gput1000.csv` ({prior_n} job GPU-times), quantum 3600 GPU-s.
+  `tiresias-las` (K=2, threshold 3600 GPU-s, PromoteKnob off; each queue a list whose order
+  persists, as in Tiresias' simulator); **2D-Gittins** = `tiresias-gittins` with the Gittins index
+  of Tiresias' simulator from `yarn-gput1000.csv` ({prior_n} job GPU-times), quantum 3600 GPU-s.
+  The Fidelity section below holds both against Tiresias' own simulator.
   All but YARN-CS use the skew-aware `tiresias` placement (threshold 0.4: vgg and alexnet must be
   consolidated, resnet and inception may spread). In both placements running jobs keep their GPUs;
   a job that finds no layout of its kind among free GPUs may evict running jobs of lower priority,
@@ -561,10 +574,10 @@ production scheduler, and performs comparably to schedulers that know job durati
   not to load 60 GPUs.
 - On 4x4, where the 60 jobs queue, 2D-LAS ({_s(tl60)} s) {tl60_verdict} YARN-CS ({_s(yarn60)} s), and
   2D-Gittins ({_s(tg60)} s) {tg60_verdict}. Its prior (`yarn-gput1000.csv`) describes another
-  cluster: its index peaks at {peak_at:.0f} GPU-s and decreases beyond, so within queue 0 it acts like
-  continuous LAS and preempts running jobs for newcomers ({pre_g} preemptions against {pre_l} for
-  2D-LAS), each costing 30 s on jobs that run only 2-30 minutes; on jobs that run for hours such
-  costs vanish.{gittins_disagree}
+  cluster: its index is highest below {peak_at:.0f} GPU-s and falls at almost every sample beyond,
+  so within queue 0 it acts much like continuous LAS and preempts running jobs for newcomers
+  ({pre_g} preemptions against {pre_l} for 2D-LAS), each costing 30 s on jobs that run only 2-30
+  minutes; on jobs that run for hours such costs vanish.{gittins_disagree}
 - Absolute JCTs are not comparable with the paper's: its simulations replay its own production
   trace with throughputs profiled on its testbed, while here durations come from the public
   Philly-derived trace, throughput from a model, job types are drawn at random, and every resume
@@ -581,7 +594,7 @@ production scheduler, and performs comparably to schedulers that know job durati
         s = r[key]
         text += (f"| {key} | {s['jobs']} | {wall_s:.1f} | {s['decisions']} "
                  f"| {1000 * (s['decision_seconds_mean'] or 0):.2f} |\n")
-    (out / "tiresias.md").write_text(text)
+    (out / "tiresias.md").write_text(_keep_fidelity(out / "tiresias.md", text))
     (out / "tiresias_results.json").write_text(json.dumps(
         {"date": date, "wall_seconds": wall, "machine": _machine(),
          "runs": {k: {"summary": v["summary"], "wall": v["wall"]} for k, v in sorted(results.items())}},

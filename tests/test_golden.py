@@ -21,12 +21,14 @@ GOLDEN = {
     ("las:first-fit", False): (136961.06897074752, 1752778.1524985936, 10773, 4719),
     ("las:consolidated", False): (121522.04979520665, 1657348.1524985936, 7247, 0),
     ("srtf:consolidated", False): (82535.24979520668, 1683178.152498594, 285, 0),
-    # Recorded when the Tiresias and Tesserae policies landed, before the bulk admission of running jobs.
-    ("tiresias-las:consolidated", False): (143523.4497952067, 1780690.2641566915, 293, 0),
-    ("tiresias-las:tiresias", False): (137801.7464027196, 1567672.1652058514, 282, 22),
-    ("tiresias-gittins:tiresias", False): (121855.3815835043, 1791718.1524985933, 973, 72),
-    ("tiresias-las:tesserae", False): (156250.64979520664, 1681888.1524985936, 394, 37),
-    ("tiresias-las:tesserae+packing", False): (132297.4427883612, 1659676.152498594, 197, 542),
+    # Re-recorded when tiresias-las and tiresias-gittins took Tiresias' own semantics (issue 11):
+    # queues as lists whose order persists, and 2D-Gittins with the index of Tiresias' simulator
+    # taken on the service since the last reset.
+    ("tiresias-las:consolidated", False): (134608.04979520667, 1822690.2641566915, 207, 0),
+    ("tiresias-las:tiresias", False): (137102.40066943958, 1661305.949646173, 229, 24),
+    ("tiresias-gittins:tiresias", False): (98890.69641197096, 1579935.6753551885, 848, 47),
+    ("tiresias-las:tesserae", False): (126503.54979520668, 1734790.2641566915, 258, 49),
+    ("tiresias-las:tesserae+packing", False): (110399.5917155032, 1607846.1160395208, 163, 377),
     ("las:tesserae+packing", False): (102967.88400757058, 1620342.0516225074, 1409, 751),
     # Re-recorded when gavel-maxmin took Gavel's own mechanism (issue 11): per-type queues, priorities
     # since the last reset, the 1920 s re-solve interval, pairs as units, Gavel's rounds.

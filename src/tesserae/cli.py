@@ -87,6 +87,8 @@ QueuesOpt = Annotated[str | None, typer.Option("--queues", help="Tiresias queue 
 KnobOpt = Annotated[float | None, typer.Option("--promote-knob", min=0.0, help="Tiresias starvation "
                                                "guard P (0 = off).")]
 PriorOpt = Annotated[str | None, typer.Option("--gittins-prior", help="File of job GPU-times for Gittins.")]
+GittinsIndexOpt = Annotated[str | None, typer.Option("--gittins-index", help="tiresias (Tiresias' simulator's "
+                                                     "index, the default) or paper (the definition).")]
 SkewOpt = Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew threshold.")]
 WindowOpt = Annotated[str | None, typer.Option("--measure-jobs", help="Measurement window of job ids, "
                                                "LO:HI (half-open).")]
@@ -220,7 +222,8 @@ def simulate(
     policy: PolicyOpt = "fifo", placement: PlacementOpt = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
-    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
+    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, gittins_index: GittinsIndexOpt = None,
+    skew_threshold: SkewOpt = None,
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False, gavel_reset_interval: ResetOpt = 1920.0,
     gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None, restart_cost: RestartCostOpt = "fixed",
     storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS, min_run_quantum: QuantumOpt = 0.0,
@@ -236,7 +239,7 @@ def simulate(
     run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds,
                   restart_overhead=restart_overhead, no_backfill=no_backfill, event_driven=event_driven,
                   packing=packing, queues=parse_queues(queues), promote_knob=promote_knob,
-                  gittins_prior=gittins_prior, skew_threshold=skew_threshold,
+                  gittins_prior=gittins_prior, gittins_index=gittins_index, skew_threshold=skew_threshold,
                   gavel_reset_interval=gavel_reset_interval, gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
                   restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
                   min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing)
@@ -271,7 +274,8 @@ def compare(
                                            "{placements}.", autocompletion=complete_placement)] = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
     event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
-    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, skew_threshold: SkewOpt = None,
+    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, gittins_index: GittinsIndexOpt = None,
+    skew_threshold: SkewOpt = None,
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False,
     seeds: Annotated[str | None, typer.Option("--seeds", help="Sweep: comma-separated seeds (overrides --seed).")]
     = None,
@@ -298,7 +302,8 @@ def compare(
     base = RunSpec(placement=placement, round_seconds=round_seconds, restart_overhead=restart_overhead,
                    no_backfill=no_backfill, event_driven=event_driven, packing=packing,
                    queues=parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,
-                   skew_threshold=skew_threshold, gavel_reset_interval=gavel_reset_interval,
+                   gittins_index=gittins_index, skew_threshold=skew_threshold,
+                   gavel_reset_interval=gavel_reset_interval,
                    gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
                    restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
                    min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing)

@@ -20,6 +20,7 @@ from tesserae.core.plan import Assignment, Plan
 from tesserae.placement.tiresias import fewest_nodes_layout
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.scheduler import Scheduler
+from tesserae.scheduling.tiresias_las import TiresiasLas
 from tesserae.sim.engine import SimConfig, Simulator
 from tesserae.sim.metrics import job_records
 from tesserae.sim.runner import RunSpec, build_scheduler, simulate
@@ -102,13 +103,22 @@ def test_cli_simulate_with_tiresias_options(tmp_path: Path, shared_data: Path) -
                         str(shared_data / "tiresias" / "60_job.csv"), "--format", "tiresias", "--cluster", "4x4",
                         "--policy", "tiresias-gittins", "--placement", "tiresias", "--queues", "300,3000",
                         "--promote-knob", "2", "--gittins-prior", str(shared_data / "tiresias" / "yarn-gput1000.csv"),
-                        "--skew-threshold", "0.5", "--event-driven", "--out", str(out), "-q"],
+                        "--gittins-index", "paper", "--skew-threshold", "0.5", "--event-driven", "--out", str(out),
+                        "-q"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     s = json.loads((out / "summary.json").read_text())
     assert s["completed"] == 60 and s["queue_thresholds"] == [300.0, 3000.0] and s["promote_knob"] == 2.0
     assert s["skew_threshold"] == 0.5 and s["unknown_skew_types"] == 1  # googlenet has no skew in the model
-    assert s["gittins_samples"] == 1001 and s["event_driven"] is True
+    assert s["gittins_samples"] == 1001 and s["event_driven"] is True and s["gittins_index"] == "paper"
+
+
+def test_cli_bad_gittins_index_is_one_line_error(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, "-m", "tesserae.cli", "simulate", "--jobs", "5", "--policy",
+                        "tiresias-gittins", "--gittins-index", "textbook", "--out", str(tmp_path / "o"), "-q"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2
+    assert "gittins-index" in r.stderr and "tiresias, paper" in r.stderr and "Traceback" not in r.stderr
 
 
 def test_cli_bad_prior_is_one_line_error(tmp_path: Path) -> None:
@@ -131,3 +141,38 @@ def test_all_baselines_on_the_60_job_trace(shared_data: Path) -> None:
                         gittins_prior=str(shared_data / "tiresias" / "yarn-gput1000.csv"))]:
         _, s = simulate(specs, cluster, model, run)
         assert s["completed"] == 60
+
+
+class ListChecked(TiresiasLas):
+    """2D-LAS that checks, at every decision, what the lists must look like (Tiresias' run_sim.py)."""
+
+    def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
+        seen = active[active < self._seen.size]
+        before = {int(r): int(self._queue[r]) for r in seen[self._seen[seen]]}
+        out = super().order(table, active, now).tolist()
+        assert sorted(out) == sorted(active.tolist())
+        for q in range(self.num_queues):
+            rows = [r for r in out if self._queue[r] == q]
+            stayed = [r for r in rows if before.get(r) == q]
+            # Jobs that joined this queue now (new, demoted, promoted) are behind every job already in it ...
+            assert rows[:len(stayed)] == stayed
+            # ... and of those, the ones that got GPUs at the previous pass are ahead of those that did not.
+            ran = [bool(table.status[r] == JobStatus.RUNNING) for r in stayed]
+            assert ran == sorted(ran, reverse=True)
+        return np.asarray(out, dtype=np.int64)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads, st.sampled_from(["consolidated", "first-fit", "tiresias"]), st.booleans(),
+       st.sampled_from([(300.0,), (200.0, 2000.0)]), st.sampled_from([0.0, 0.5, 2.0]))
+def test_lists_keep_tiresias_order_at_every_decision(raw, placement, event, queues, knob):
+    jobs = [job(i, s, g, d, ty) for i, (s, g, d, ty) in enumerate(raw)]
+    cluster = parse_cluster_spec("2x4")
+    model = DefaultModel()
+    run = RunSpec(policy="tiresias-las", placement=placement, round_seconds=60, restart_overhead=5,
+                  event_driven=event, queues=queues, promote_knob=knob)
+    inner = build_scheduler(cluster, model, run)
+    policy = ListChecked(queues=queues, promote_knob=knob)
+    sched = Scheduler(cluster, policy, inner.placement, model, inner.config)
+    res = Simulator(jobs, cluster, sched, SimConfig(round_seconds=60, restart_overhead=5, event_driven=event)).run()
+    assert (res.table.status[res.table.num_gpus <= cluster.num_gpus] == JobStatus.DONE).all()

@@ -80,47 +80,48 @@ def test_demotion_in_the_middle_of_a_round_takes_the_crossing_instant() -> None:
     assert recs[2]["jct"] == pytest.approx(150.0)
 
 
-def test_round_mode_entry_instant_is_exact_for_a_hand_built_table() -> None:
-    # The policy on its own: a 4-GPU job running since 0 with 1000 GPU-s attained at t=250 crossed
-    # 600 at t = 250 - (1000 - 600) / 4 = 150.
-    t = JobTable([job(0, 0, 4, 5000)])
-    t.status[0] = JobStatus.RUNNING
+def test_jobs_demoted_between_decisions_join_the_tail_in_crossing_order() -> None:
+    # The policy on its own, round mode: job 0 (4 GPUs) and job 1 (8 GPUs) run from 0. At t=250
+    # job 0 has 1000 GPU-s (it crossed 600 at 250 - 400 / 4 = 150) and job 1 has 2000 (crossed at
+    # 250 - 1400 / 8 = 75): job 1 joined queue 1 first, so it is ahead although it arrived later.
+    t = JobTable([job(0, 0, 4, 5000), job(1, 0, 8, 5000)])
+    t.status[:] = JobStatus.RUNNING
     p = TiresiasLas(queues=(600.0,))
-    p.order(t, np.array([0]), 0.0)
-    t.attained[0], t.executed[0] = 1000.0, 250.0
-    p.order(t, np.array([0]), 250.0)
-    assert p.queue_of(np.array([0])).tolist() == [1]
-    assert p.entry_of(np.array([0]))[0] == pytest.approx(150.0)
+    rows = np.arange(2)
+    p.order(t, rows, 0.0)
+    t.attained[:], t.executed[:] = [1000.0, 2000.0], 250.0
+    assert p.order(t, rows, 250.0).tolist() == [1, 0]
+    assert p.queue_lists(rows) == [[], [1, 0]]
 
 
 def test_next_event_is_the_earliest_demotion_or_promotion() -> None:
-    t = JobTable([job(0, 0, 4, 5000), job(1, 0, 1, 5000), job(2, 0, 2, 5000)])
+    t = JobTable([job(0, 0, 4, 5000), job(1, 0, 1, 5000), job(2, 0, 8, 5000)])
     p = TiresiasLas(queues=(600.0,), promote_knob=2.0)
     rows = np.arange(3)
     t.status[:] = JobStatus.RUNNING
     p.order(t, rows, 0.0)
     # At t=100: job 0 (4 GPUs) has 400 GPU-s, so it will cross 600 at 150; job 1 (1 GPU) has 100,
-    # so at 600. Job 2 (2 GPUs) has 700 GPU-s over 350 s executed and stopped at t=100: it crossed
-    # 600 at 100 - (700 - 600) / 2 = 50 and now waits in queue 1.
-    t.attained[:] = [400.0, 100.0, 700.0]
-    t.executed[:] = [100.0, 100.0, 350.0]
+    # so at 600. Job 2 (8 GPUs) ran 0..100 (800 GPU-s: it crossed 600 at 75) and now waits in queue 1.
+    t.attained[:] = [400.0, 100.0, 800.0]
+    t.executed[:] = 100.0
     t.status[2] = JobStatus.QUEUED
     t.last_stop[2] = 100.0
     order = p.order(t, rows, 100.0)
     assert p.queue_of(rows).tolist() == [0, 0, 1]
-    assert p.entry_of(np.array([2]))[0] == pytest.approx(50.0)
     assert order.tolist() == [0, 1, 2]
-    # Promotion of job 2 at last_stop + P x executed = 100 + 2 x 350 = 800; demotion of job 0 at 150.
+    # Promotion of job 2 once its waiting time reaches P x executed: first run at 0, so at
+    # 0 + (1 + 2) x 100 = 300; demotion of job 0 at 150.
     assert p.next_event(t, rows, np.array([0, 1]), 100.0) == pytest.approx(150.0)
-    assert p.next_event(t, rows, np.array([1]), 100.0) == pytest.approx(600.0)
+    assert p.next_event(t, rows, np.array([1]), 100.0) == pytest.approx(300.0)
     t.status[:2] = JobStatus.QUEUED
-    assert p.next_event(t, rows, np.array([], dtype=np.int64), 100.0) == pytest.approx(800.0)
+    assert p.next_event(t, rows, np.array([], dtype=np.int64), 100.0) == pytest.approx(300.0)
     assert TiresiasLas(queues=(600.0,)).next_event(t, rows, np.array([], dtype=np.int64), 100.0) == math.inf
 
 
 def test_running_jobs_keep_their_place_within_a_queue() -> None:
     # Two equal jobs on one GPU in queue 0: the running one stays first even though the waiting
-    # one arrived earlier (no thrashing between equals); new jobs queue by entry time.
+    # one arrived earlier (after the pass, who got no GPUs moves behind who did); job 2 stays at
+    # the tail.
     t = JobTable([job(0, 0, 1, 1000), job(1, 5, 1, 1000), job(2, 10, 1, 1000)])
     p = TiresiasLas(queues=(3600.0,))
     rows = np.arange(3)
@@ -133,7 +134,7 @@ def test_running_jobs_keep_their_place_within_a_queue() -> None:
 
 def test_three_queues_and_skipping_a_queue_within_one_interval() -> None:
     # Thresholds 3250 and 7200 (Tiresias' simulator). An 8-GPU job running 0..1000 attains 8000
-    # GPU-s: it crossed 3250 at 406.25 and 7200 at 900, so it is in queue 2, entered at 900.
+    # GPU-s: it crossed 3250 at 406.25 and 7200 at 900, so it is in queue 2 (two demotions).
     t = JobTable([job(0, 0, 8, 5000)])
     p = TiresiasLas(queues=(3250.0, 7200.0))
     p.order(t, np.array([0]), 0.0)
@@ -141,7 +142,6 @@ def test_three_queues_and_skipping_a_queue_within_one_interval() -> None:
     t.attained[0], t.executed[0] = 8000.0, 1000.0
     p.order(t, np.array([0]), 1000.0)
     assert p.queue_of(np.array([0])).tolist() == [2]
-    assert p.entry_of(np.array([0]))[0] == pytest.approx(900.0)
     assert p.summary()["demotions"] == 2
 
 
@@ -179,14 +179,18 @@ def test_promotion_resets_the_counter_and_executed_time() -> None:
     t = JobTable([job(0, 0, 2, 9000)])
     p = TiresiasLas(queues=(100.0,), promote_knob=1.0)
     rows = np.array([0])
-    p.order(t, rows, 0.0)
-    t.status[0] = JobStatus.QUEUED
-    t.attained[0], t.executed[0], t.last_stop[0] = 400.0, 200.0, 200.0  # ran 0..200 on 2 GPUs
-    p.order(t, rows, 250.0)
+    p.order(t, rows, 0.0)  # it starts at 0
+    t.status[0] = JobStatus.RUNNING
+    t.attained[0], t.executed[0] = 400.0, 200.0  # ran 0..200 on 2 GPUs: crossed 100 at 50
+    p.order(t, rows, 200.0)  # and is preempted at 200
     assert p.queue_of(rows).tolist() == [1]
+    t.status[0] = JobStatus.QUEUED
+    t.last_stop[0] = 200.0
+    p.order(t, rows, 250.0)
+    # Promoted once its waiting time (from 200) reaches 1 x 200 s executed: at 400.
     assert p.next_event(t, rows, np.array([], dtype=np.int64), 250.0) == pytest.approx(400.0)
     p.order(t, rows, 400.0)
-    assert p.queue_of(rows).tolist() == [0] and p.entry_of(rows)[0] == pytest.approx(400.0)
+    assert p.queue_of(rows).tolist() == [0]
     assert p.service_since_reset(t, rows).tolist() == [0.0]
     # Runs again 400..420 on 2 GPUs: 40 GPU-s since the reset, still queue 0; demoted at 450.
     t.status[0] = JobStatus.RUNNING
@@ -194,13 +198,36 @@ def test_promotion_resets_the_counter_and_executed_time() -> None:
     p.order(t, rows, 420.0)
     assert p.queue_of(rows).tolist() == [0]
     assert p.next_event(t, rows, rows, 420.0) == pytest.approx(450.0)
-    # Preempted at 450 right after its demotion: next promotion at 450 + 1 x 50 (executed since reset).
+    # Preempted at 450 right after its demotion: 50 s executed since the reset, first run since
+    # the reset at 400, so promoted again at 400 + (1 + 1) x 50 = 500.
     t.status[0] = JobStatus.QUEUED
     t.attained[0], t.executed[0], t.last_stop[0] = 500.0, 250.0, 450.0
     p.order(t, rows, 450.0)
     assert p.queue_of(rows).tolist() == [1]
     assert p.next_event(t, rows, np.array([], dtype=np.int64), 450.0) == pytest.approx(500.0)
     assert p.summary()["promotions"] == 1
+
+
+def test_promotion_adds_up_every_wait_since_the_first_run_after_the_reset() -> None:
+    # Tiresias' last_pending_time is zeroed only by a promotion. One GPU, threshold 100, P = 1: the
+    # job runs 0..100 (demoted at 100), waits 100..150, runs 150..250 and waits from 250. It has
+    # executed 200 s and already waited 50, so it is promoted after 150 more: at 400 (not at
+    # 250 + 200 = 450, as counting only the current wait would give).
+    t = JobTable([job(0, 0, 1, 9000)])
+    p = TiresiasLas(queues=(100.0,), promote_knob=1.0)
+    rows = np.array([0])
+    p.order(t, rows, 0.0)
+    for now, status, executed in [(100.0, JobStatus.RUNNING, 100.0), (150.0, JobStatus.QUEUED, 100.0),
+                                  (250.0, JobStatus.RUNNING, 200.0), (260.0, JobStatus.QUEUED, 200.0)]:
+        t.status[0], t.attained[0], t.executed[0] = status, executed, executed
+        t.last_stop[0] = {150.0: 100.0, 260.0: 250.0}.get(now, t.last_stop[0])
+        p.order(t, rows, now)
+    assert p.queue_of(rows).tolist() == [1]
+    assert p.next_event(t, rows, np.array([], dtype=np.int64), 260.0) == pytest.approx(400.0)
+    p.order(t, rows, 399.0)
+    assert p.queue_of(rows).tolist() == [1]
+    p.order(t, rows, 400.0)
+    assert p.queue_of(rows).tolist() == [0]
 
 
 def test_state_is_per_table_and_grows_lazily() -> None:

@@ -115,6 +115,8 @@ def register(app: typer.Typer) -> None:
         promote_knob: Annotated[float | None, typer.Option("--promote-knob", min=0.0, help="Tiresias "
                                                            "starvation guard P.")] = None,
         gittins_prior: Annotated[str | None, typer.Option("--gittins-prior", help="File of job GPU-times.")] = None,
+        gittins_index: Annotated[str | None, typer.Option("--gittins-index", help="tiresias (default) or "
+                                                          "paper.")] = None,
         skew_threshold: Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew "
                                                              "threshold.")] = None,
         profile: Annotated[str | None, typer.Option("--profile", help="Throughput profile.")] = None,
@@ -154,7 +156,8 @@ def register(app: typer.Typer) -> None:
             return
         run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds, packing=packing,
                       no_backfill=no_backfill, queues=parse_queues(queues), promote_knob=promote_knob,
-                      gittins_prior=gittins_prior, skew_threshold=skew_threshold, event_driven=event_driven)
+                      gittins_prior=gittins_prior, gittins_index=gittins_index, skew_threshold=skew_threshold,
+                      event_driven=event_driven)
         serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address,
                             virtual_gpus=virtual_gpus, gpu_type=gpu_type,
                             host=host, port=port, grace_seconds=grace_seconds, event_driven=event_driven,

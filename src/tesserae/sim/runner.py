@@ -40,6 +40,7 @@ class RunSpec(BaseModel):
     queues: tuple[float, ...] | None = None
     promote_knob: float | None = None
     gittins_prior: str | None = None
+    gittins_index: str | None = None
     skew_threshold: float | None = None
     #: Gavel baselines: minimum seconds between allocation resets (Gavel's 1920; 0 = at every change).
     gavel_reset_interval: float = Field(1920.0, ge=0)
@@ -58,7 +59,7 @@ class RunSpec(BaseModel):
 
     def options(self) -> dict[str, Any]:
         """Options handed to the policy and placement factories (each takes what it knows)."""
-        names = ("queues", "promote_knob", "gittins_prior", "skew_threshold", "packing")
+        names = ("queues", "promote_knob", "gittins_prior", "gittins_index", "skew_threshold", "packing")
         out = {k: getattr(self, k) for k in names if getattr(self, k) not in (None, False)}
         return {**out, "gavel_reset_interval": self.gavel_reset_interval, "gavel_lp": self.gavel_lp,
                 "round_seconds": self.round_seconds}
