@@ -63,7 +63,7 @@ from tesserae.core.errors import InputError
 from tesserae.runtime import procs, ray_auth, ray_launcher
 from tesserae.runtime.gpus import Gpu, gpu_type_of
 from tesserae.runtime.ray_agent import AGENT_VERSION, PART_VAR, NodeAgent
-from tesserae.runtime.ray_layout import GpuKey, NodeInfo, View, aggregate_exit, build_view, plan_parts, remap
+from tesserae.runtime.ray_layout import NodeInfo, PartPlan, View, aggregate_exit, build_view, plan_parts, remap
 
 NAMESPACE = "tesserae"
 SYNC_INTERVAL = 0.25
@@ -96,13 +96,9 @@ def _host_port(address: str) -> tuple[str, int] | None:
 
 @dataclass
 class RunPart:
-    index: int
-    node_id: str
-    ip: str
-    keys: tuple[GpuKey, ...]
-    devices: tuple[str, ...]
-    first_rank: int
-    nproc: int
+    """One part of a run as it goes: its plan (node, GPUs, ranks), its folder, and how it ended."""
+
+    plan: PartPlan
     part_dir: str
     pid: int | None = None
     ticks: int | None = None
@@ -116,14 +112,11 @@ class RunPart:
             self.ended, self.code, self.time, self.lost = True, code, t, lost
 
     def to_json(self) -> dict[str, Any]:
-        return {"index": self.index, "node_id": self.node_id, "ip": self.ip, "keys": [list(k) for k in self.keys],
-                "devices": list(self.devices), "first_rank": self.first_rank, "nproc": self.nproc,
-                "part_dir": self.part_dir}
+        return {**self.plan.to_json(), "part_dir": self.part_dir}
 
     @staticmethod
     def from_json(d: dict[str, Any]) -> RunPart:
-        return RunPart(int(d["index"]), str(d["node_id"]), str(d["ip"]), tuple((str(n), int(i)) for n, i in d["keys"]),
-                       tuple(str(x) for x in d["devices"]), int(d["first_rank"]), int(d["nproc"]), str(d["part_dir"]))
+        return RunPart(PartPlan.from_json(d), str(d["part_dir"]))
 
 
 @dataclass
@@ -406,7 +399,7 @@ class RayExecutor:
         self._changed = True
         lost = 0
         for _run, part in list(self._by_part.values()):
-            if part.node_id != node_id or part.ended:
+            if part.plan.node_id != node_id or part.ended:
                 continue
             rec = ray_launcher.read_exit(part.part_dir)
             if rec is not None and not rec["orphaned"]:
@@ -426,7 +419,7 @@ class RayExecutor:
         self._last_sync = now
         self._members(now)
         ray = self.ray
-        busy = {p.node_id for run in self.runs.values() if run.result is None for p in run.parts if not p.ended}
+        busy = {p.plan.node_id for run in self.runs.values() if run.result is None for p in run.parts if not p.ended}
         for node_id in busy - self._agents.keys():
             self._node_gone(node_id, "has no agent")
         for node_id, agent in self._agents.items():
@@ -480,8 +473,8 @@ class RayExecutor:
         self.view = change.view
         gid = self.view.gid_of()
         for run in self.runs.values():
-            if all(k in gid for p in run.parts for k in p.keys):
-                run.gpus = tuple(gid[k] for p in run.parts for k in p.keys)
+            if all(k in gid for p in run.parts for k in p.plan.keys):
+                run.gpus = tuple(gid[k] for p in run.parts for k in p.plan.keys)
 
     # ------------------------------------------------------------------ the executor interface
     def visible_devices(self, gpu_ids: tuple[int, ...] | list[int]) -> str:
@@ -505,39 +498,38 @@ class RayExecutor:
         ray = self.ray
         plans, world = plan_parts(self.view, list(gpus), nproc)
         marker = str(run_dir)
-        parts = [RunPart(p.index, p.node_id, p.ip, p.keys, p.devices, p.first_rank, p.nproc,
-                         str(run_dir / f"part-{p.index}")) for p in plans]
+        parts = [RunPart(p, str(run_dir / f"part-{p.index}")) for p in plans]
         run = RayRun(marker, parts, world, tuple(gpus))
         self.store.execute("INSERT OR REPLACE INTO ray_runs (run_dir, layout) VALUES (?, ?)",
                            (marker, json.dumps({"world": world, "parts": [p.to_json() for p in parts]})))
         self._register(run)
         run_dir.mkdir(parents=True, exist_ok=True)
-        rank0 = self._agents.get(parts[0].node_id)
+        rank0 = self._agents.get(parts[0].plan.node_id)
         port = None
         if rank0 is not None:
             try:
                 port = int(self._call(rank0.free_port.remote()))
             except Exception as e:
-                self.log(f"ray: the agent on node {parts[0].node_id[:12]} did not answer: {_first_line(e)}")
+                self.log(f"ray: the agent on node {parts[0].plan.node_id[:12]} did not answer: {_first_line(e)}")
         if port is None:
             for p in parts:
                 p.end(None, None, True)
             return run
-        master = "127.0.0.1" if len(parts) == 1 else parts[0].ip
+        master = "127.0.0.1" if len(parts) == 1 else parts[0].plan.ip
         refs: dict[int, Any] = {}
         for p in parts:
-            agent = self._agents.get(p.node_id)
+            agent = self._agents.get(p.plan.node_id)
             if agent is None:
                 p.end(None, None, True)
                 continue
-            part_env = {**env, "CUDA_VISIBLE_DEVICES": ",".join(p.devices), "MASTER_ADDR": master,
-                        "MASTER_PORT": str(port), "NODE_RANK": str(p.index), "NNODES": str(len(parts)),
-                        "TESSERAE_NODE_ID": p.node_id, "TESSERAE_NODE_IP": p.ip}
-            log = str(log_path) if p.index == 0 else str(Path(p.part_dir) / "output.log")
-            refs[p.index] = agent.spawn.remote({"part_dir": p.part_dir, "log": log, "cwd": str(cwd), "argv": argv,
+            part_env = {**env, "CUDA_VISIBLE_DEVICES": ",".join(p.plan.devices), "MASTER_ADDR": master,
+                        "MASTER_PORT": str(port), "NODE_RANK": str(p.plan.index), "NNODES": str(len(parts)),
+                        "TESSERAE_NODE_ID": p.plan.node_id, "TESSERAE_NODE_IP": p.plan.ip}
+            log = str(log_path) if p.plan.index == 0 else str(Path(p.part_dir) / "output.log")
+            refs[p.plan.index] = agent.spawn.remote({"part_dir": p.part_dir, "log": log, "cwd": str(cwd), "argv": argv,
                                                 "env": part_env, "pass_env": list(self.pass_env),
-                                                "marker": marker, "nproc": p.nproc,
-                                                "first_rank": p.first_rank, "world": world})
+                                                "marker": marker, "nproc": p.plan.nproc,
+                                                "first_rank": p.plan.first_rank, "world": world})
         if refs:
             ray.wait(list(refs.values()), num_returns=len(refs), timeout=CALL_TIMEOUT)
         errors = []
@@ -546,13 +538,14 @@ class RayExecutor:
             try:
                 res = self._call(ref, timeout=0)
             except Exception as e:  # the agent died, or did not answer in time: the part is written off
-                self.log(f"ray: starting part {index} of {marker} on node {p.node_id[:12]} failed: {_first_line(e)}")
+                self.log(f"ray: starting part {index} of {marker} on node {p.plan.node_id[:12]} failed: "
+                         f"{_first_line(e)}")
                 p.end(None, None, True)
                 with contextlib.suppress(Exception):
-                    self._agents[p.node_id].kill.remote([p.part_dir])
+                    self._agents[p.plan.node_id].kill.remote([p.part_dir])
                 continue
             if "error" in res:
-                errors.append(f"on node {p.ip}: {res['error']}")
+                errors.append(f"on node {p.plan.ip}: {res['error']}")
                 p.end(127, time.time(), False)
             else:
                 p.pid, p.ticks = res["pid"], res["ticks"]
@@ -561,9 +554,10 @@ class RayExecutor:
             self._finish(run)
             raise OSError(errors[0])
         if len(parts) > 1:
-            spans = "; ".join(f"ranks {p.first_rank}-{p.first_rank + p.nproc - 1} on {p.ip} (node {p.node_id[:12]}, "
-                              f"GPUs {','.join(p.devices)})"
-                              + ("" if p.index == 0 else f", log {p.part_dir}/output.log") for p in parts)
+            spans = "; ".join(f"ranks {q.first_rank}-{q.first_rank + q.nproc - 1} on {q.ip} (node {q.node_id[:12]}, "
+                              f"GPUs {','.join(q.devices)})"
+                              + ("" if q.index == 0 else f", log {p.part_dir}/output.log")
+                              for p in parts for q in [p.plan])
             _append_line(log_path, f"run spans {len(parts)} nodes, world size {world}, master {master}:{port}: {spans}")
         return run
 
@@ -579,8 +573,8 @@ class RayExecutor:
             run.teardown_deadline = now + self.grace
             p = bad[0]
             what = "was lost (its node or agent is gone)" if p.lost else f"ended with code {p.code}"
-            self.log(f"ray: part {p.index} of {run.marker} (node {p.node_id[:12]}) {what}; stopping the rest of "
-                     "the gang")
+            self.log(f"ray: part {p.plan.index} of {run.marker} (node {p.plan.node_id[:12]}) {what}; stopping the rest "
+                     "of the gang")
             if not run.stopping:
                 self._signal(run, signal.SIGTERM)
         elif run.teardown_deadline is not None and now >= run.teardown_deadline and not run.killed:
@@ -611,7 +605,7 @@ class RayExecutor:
         by_node: dict[str, list[str]] = {}
         for p in run.parts:
             self._by_part.pop(p.part_dir, None)
-            by_node.setdefault(p.node_id, []).append(p.part_dir)
+            by_node.setdefault(p.plan.node_id, []).append(p.part_dir)
         for node_id, dirs in by_node.items():
             agent = self._agents.get(node_id)
             if agent is not None:
@@ -621,7 +615,7 @@ class RayExecutor:
         out: dict[str, list[str]] = {}
         for p in run.parts:
             if not p.ended:
-                out.setdefault(p.node_id, []).append(p.part_dir)
+                out.setdefault(p.plan.node_id, []).append(p.part_dir)
         return out
 
     def _signal(self, run: RayRun, signum: int) -> None:
@@ -658,7 +652,7 @@ class RayExecutor:
         """Each part's state from its node's agent (or from its exit record when the agent is gone)."""
         by_node: dict[str, list[str]] = {}
         for p in parts:
-            by_node.setdefault(p.node_id, []).append(p.part_dir)
+            by_node.setdefault(p.plan.node_id, []).append(p.part_dir)
         answers: dict[str, dict[str, Any]] = {}
         for node_id, dirs in by_node.items():
             agent = self._agents.get(node_id)
@@ -690,9 +684,9 @@ class RayExecutor:
         if all(st.get("alive") and st.get("known") for st in statuses):
             gid = self.view.gid_of()
             doc = json.loads(self.store.one("SELECT layout FROM ray_runs WHERE run_dir=?", (marker,))["layout"])
-            run = RayRun(marker, parts, int(doc["world"]), tuple(gid[k] for p in parts for k in p.keys if k in gid),
-                         adopted=True)
-            if len(run.gpus) == sum(len(p.keys) for p in parts):
+            gpus = tuple(gid[k] for p in parts for k in p.plan.keys if k in gid)
+            run = RayRun(marker, parts, int(doc["world"]), gpus, adopted=True)
+            if len(run.gpus) == sum(len(p.plan.keys) for p in parts):
                 parts[0].pid, parts[0].ticks = pid, ticks
                 self._register(run)
                 return run
