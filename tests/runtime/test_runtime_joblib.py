@@ -240,7 +240,7 @@ def test_the_controller_table_keeps_its_identity_as_jobs_arrive(tmp_path: Path) 
     from tesserae.core.jobs import JobSpec
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime.controller import Controller
-    from tesserae.runtime.executor import LocalExecutor
+    from tesserae.runtime.local_executor import LocalExecutor
     from tesserae.sim.runner import RunSpec, build_scheduler
 
     cluster, gpus = machine_cluster(virtual_gpus(2))

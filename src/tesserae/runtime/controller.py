@@ -18,13 +18,13 @@ never runs again.
 Decisions happen every ``round_seconds`` and, when ``event_driven``, also at arrivals,
 completions, cancellations and the policy's own events (a demotion, say), as in the simulator.
 
-A *distributed* executor (``ray``: ``executor.distributed`` is true) has a cluster that changes
-while the controller runs: it is polled every tick (``executor.watch``: nodes joining or leaving
-are an event), and at the start of a decision the controller takes its new view
+The controller talks to its executor through the ``Executor`` protocol only (``executor``) and
+never asks which kind it holds. The executor is polled every tick (``executor.watch``: nodes joining
+or leaving are an event); at the start of a decision the controller takes its new view, if any
 (``executor.view_change``), rebuilds the Scheduler on it (same policy and placement objects, so
-their per-job state carries over) and remaps the GPU ids of the running jobs onto it. Such an
-executor lays a run out over its nodes itself, so it gets the run's GPUs and only the job's own
-environment (each node adds its own).
+their per-job state carries over) and remaps the GPU ids of the running jobs onto it. A run is
+started from the job contract and its GPU ids (``executor.Launch``); the executor adds the base
+environment and the devices.
 """
 
 from __future__ import annotations
@@ -33,14 +33,13 @@ import json
 import math
 import os
 import signal
-import socket
 import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -49,14 +48,11 @@ from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.job import PREEMPTED_EXIT_CODE
 from tesserae.runtime import job_env, job_files
-from tesserae.runtime.executor import LocalExecutor, Proc
+from tesserae.runtime.executor import Executor, Launch, Run
 from tesserae.runtime.faults import Faults
-from tesserae.runtime.isolation import Account, Isolation, prepare_workspace
+from tesserae.runtime.isolation import Isolation, prepare_workspace
 from tesserae.runtime.store import ACTIVE_STATES, FINAL_STATES, RUNNABLE_STATES, Store
 from tesserae.scheduler import Scheduler
-
-if TYPE_CHECKING:
-    from tesserae.runtime.ray_executor import RayExecutor
 
 #: Work (iterations) of a job that declared none: real schedulers such as Tiresias do not need it.
 UNKNOWN_WORK = 1e12
@@ -83,7 +79,7 @@ class Live:
     gpus: tuple[int, ...]
     start_time: float
     run_dir: Path
-    proc: Proc | None
+    proc: Run | None
     phase: str
     stop_reason: str | None = None
     deadline: float | None = None
@@ -133,24 +129,16 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class Controller:
-    def __init__(self, store: Store, executor: LocalExecutor | RayExecutor, scheduler: Scheduler, cluster: Cluster,
+    def __init__(self, store: Store, executor: Executor[Any], scheduler: Scheduler, cluster: Cluster,
                  state_dir: Path, config: ControllerConfig | None = None,
                  log: Callable[[str], None] | None = None, *, isolation: Isolation | None = None,
-                 job_root: Path | None = None, pass_env: tuple[str, ...] = (),
-                 reserve_job_id: Callable[[int], None] | None = None) -> None:
+                 job_root: Path | None = None, reserve_job_id: Callable[[int], None] | None = None) -> None:
         self.store, self.executor, self.scheduler, self.cluster = store, executor, scheduler, cluster
         self.state_dir = state_dir
-        #: Who jobs run as (see ``isolation``); where their workspaces live; server variables they get.
+        #: Who jobs run as (see ``isolation``); where their workspaces live.
         self.isolation = isolation or Isolation(same_user=True)
         self.job_root = job_root or state_dir / "jobs"
-        self.pass_env = pass_env
         #: Called (inside the submit transaction) with each new job id before it is used (``store_integrity``).
         self.reserve_job_id: Callable[[int], None] = reserve_job_id or (lambda job_id: None)
         self.config = config or ControllerConfig()
@@ -168,8 +156,7 @@ class Controller:
         self.table: RuntimeTable | None = None
         self._types: list[str] = [*sorted(scheduler.model.job_types()), "generic"]
         self._faults = Faults.from_env(self.log)
-        self._distributed = bool(getattr(executor, "distributed", False))
-        #: Called with the new Cluster when a distributed executor's view changed (the server's info).
+        #: Called with the new Cluster when the executor's view changed (the server's info).
         self.on_cluster_change: Callable[[Cluster], None] | None = None
 
     # ------------------------------------------------------------------ paths and helpers
@@ -251,13 +238,13 @@ class Controller:
             live = Live(a["id"], a["job_id"], tuple(json.loads(a["gpus"])), a["start_time"], run_dir, None,
                         a["phase"], a["stop_reason"], a["stop_deadline"], partner=a["partner"],
                         strategy=a["strategy"])
-            proc = self.executor.adopt(a["pid"], a["pid_start"], str(run_dir))
-            if proc is not None:
-                live.proc = proc
-                gpus = getattr(proc, "gpus", None)  # a distributed executor: the GPUs in its current view
-                if gpus and tuple(gpus) != live.gpus:
-                    live.gpus = tuple(gpus)
-                    self.store.execute("UPDATE allocations SET gpus=? WHERE id=?", (json.dumps(list(gpus)), a["id"]))
+            adopted = self.executor.adopt(a["pid"], a["pid_start"], str(run_dir), live.gpus)
+            if adopted is not None:
+                live.proc = proc = adopted.run
+                if adopted.gpus != live.gpus:  # the executor's view changed meanwhile
+                    live.gpus = adopted.gpus
+                    self.store.execute("UPDATE allocations SET gpus=? WHERE id=?",
+                                       (json.dumps(list(live.gpus)), a["id"]))
                 if live.phase == "starting":
                     live.phase = "running"
                     self.store.execute("UPDATE allocations SET pid=?, pid_start=?, phase='running' WHERE id=?",
@@ -275,7 +262,7 @@ class Controller:
             code, t = self.executor.exit_code(None, run_dir)
             # The launcher is gone; any process of the run still alive must die before the job runs again
             # or its GPUs are handed out.
-            leftovers = self._end_leftovers(str(run_dir)) if code is None or not self._distributed else []
+            leftovers = self._end_leftovers(str(run_dir), exit_recorded=t is not None)
             if live.phase == "starting" and a["pid"] is None and code is None and not leftovers:
                 self._unstart(a)
                 continue
@@ -284,15 +271,15 @@ class Controller:
                 self.stats.lost += 1
             self._close(live, code, end)
 
-    def _end_leftovers(self, marker: str) -> list[int]:
+    def _end_leftovers(self, marker: str, *, exit_recorded: bool) -> list[int]:
         """Kill what is left of a run whose launcher is gone, and wait (at most ``KILL_TIMEOUT``)
         until it has died. Returns what was found."""
-        found = self.executor.leftovers(marker)
+        found = self.executor.leftovers(marker, exit_recorded=exit_recorded)
         left, deadline = found, time.monotonic() + KILL_TIMEOUT
         while left and time.monotonic() < deadline:
             self.executor.kill_marker(marker)
             time.sleep(0.02)
-            left = self.executor.leftovers(marker)
+            left = self.executor.leftovers(marker, exit_recorded=exit_recorded)
         if left:
             self.log(f"processes {left} of the run {marker} survived SIGKILL for {KILL_TIMEOUT:g} s")
         return found
@@ -311,19 +298,18 @@ class Controller:
                 c.execute("UPDATE jobs SET state='queued', first_start=NULL, last_start=NULL "
                           "WHERE id=? AND state='running'", (job_id,))
             self.store.event(job_id, "requeued", {"allocation": a["id"], "why": "never started"})
-        if not self._distributed:
-            self.executor.release(str(a["run_dir"]))
+        self.executor.release(str(a["run_dir"]))
         self.log(f"job {job_id}: run {a['id']} never started; requeued")
 
     # ------------------------------------------------------------------ polling
     def poll(self, now: float) -> None:
         """Reap ended runs, escalate overdue stops, act on cancellations, record progress."""
-        if self._distributed and self.executor.watch(now) and self.config.event_driven:
+        if self.executor.watch(now) and self.config.event_driven:
             self._pending = True  # nodes joined or left
         for live in list(self.live.values()):
             if live.proc is None or self.executor.exited(live.proc):
                 code, t = self.executor.exit_code(live.proc, live.run_dir)
-                if (not self._distributed or t is None) and self._lingering(live, now):
+                if self._lingering(live, now, exit_recorded=t is not None):
                     continue  # processes of the run remain: its GPUs stay held until they are gone
                 self._fault("exit-seen")
                 if code is None:
@@ -356,14 +342,14 @@ class Controller:
                     c.executemany("UPDATE jobs SET progress=?, total_reported=COALESCE(?, total_reported) "
                                   "WHERE id=?", reports)
 
-    def _lingering(self, live: Live, now: float) -> bool:
+    def _lingering(self, live: Live, now: float, *, exit_recorded: bool) -> bool:
         """True while processes of a run whose launcher has exited remain (they are being killed).
 
         A job's GPUs go to no one else until its last process is gone: such a run counts as
         stopping (decisions wait) until its leftovers have died, or for at most ``KILL_TIMEOUT``
         after the first SIGKILL (an unkillable process is then written off, loudly)."""
         marker = str(live.run_dir)
-        left = self.executor.leftovers(marker)
+        left = self.executor.leftovers(marker, exit_recorded=exit_recorded)
         if not left:
             return False
         self.executor.kill_marker(marker)
@@ -445,7 +431,7 @@ class Controller:
         """One decision, applied. False when postponed (a run is still stopping)."""
         if any(live.phase != "running" for live in self.live.values()):
             return False
-        if self._distributed and not self._refresh_cluster():
+        if not self._refresh_cluster():
             return False
         self._pending = False
         table, active, previous = self.build_table(now)
@@ -471,7 +457,7 @@ class Controller:
         return True
 
     def _refresh_cluster(self) -> bool:
-        """Take a distributed executor's new view of the cluster, if any; False: postpone the decision."""
+        """Take the executor's new view of the cluster, if any; False: postpone the decision."""
         change = self.executor.view_change()
         if change is None:
             return self.executor.cluster is not None
@@ -529,37 +515,6 @@ class Controller:
                 self._start(int(job_of[r]), a.gpus, partner, a.strategy)
 
     # ------------------------------------------------------------------ actions
-    def _job_env(self, job: Any, gpus: tuple[int, ...], alloc_id: int, strategy: str | None,
-                 account: Account | None = None) -> dict[str, str]:
-        # A distributed executor's nodes each put the job's environment on top of their own allowlisted base.
-        env = {} if self._distributed else job_env.base_env(pass_env=self.pass_env,
-                                                            account=None if account is None else account.env())
-        env.update(json.loads(job["env"]))
-        jd = self.workspace(int(job["id"]))
-        env.update({
-            "TESSERAE_JOB_ID": str(job["id"]),
-            "TESSERAE_JOB_NAME": str(job["name"]),
-            "TESSERAE_USER": str(job["user"]),
-            "TESSERAE_RUN_ID": str(alloc_id),
-            "TESSERAE_CHECKPOINT_DIR": str(jd / "checkpoints"),
-            "TESSERAE_PROGRESS_FILE": str(jd / "progress.json"),
-            "TESSERAE_NUM_GPUS": str(len(gpus)),
-            "TESSERAE_GPU_IDS": ",".join(str(g) for g in gpus),
-            "CUDA_VISIBLE_DEVICES": self.executor.visible_devices(gpus),
-            "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(free_port()),
-            "RANK": "0",
-            "LOCAL_RANK": "0",
-            "WORLD_SIZE": "1",
-            "PYTHONUNBUFFERED": "1",
-        })
-        if job["iterations"] is not None:
-            env["TESSERAE_ITERATIONS"] = str(job["iterations"])
-        if strategy:
-            env["TESSERAE_STRATEGY"] = strategy
-        return env
-
     def _start(self, job_id: int, gpus: tuple[int, ...], partner: int | None, strategy: str | None) -> bool:
         now = time.time()
         with self.store.tx() as c:
@@ -595,10 +550,10 @@ class Controller:
         self.stats.started += 1
         return True
 
-    def _spawn(self, job: Any, live: Live, kind: str) -> Proc | Any:
+    def _spawn(self, job: Any, live: Live, kind: str) -> Run:
         """Start the run ``live`` of ``job``; raises when it cannot be started."""
         job_id, gpus = live.job_id, live.gpus
-        account = None if self._distributed else self.isolation.account_for(str(job["user"]))
+        account = self.isolation.account_for(str(job["user"]))
         argv = json.loads(job["command"])
         if job["shell"]:
             argv = ["/bin/sh", "-c", argv[0]]
@@ -606,12 +561,9 @@ class Controller:
         cwd = Path(job["workdir"]) if job["workdir"] else workspace / "work"
         live.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._append_log(job_id, f"run {live.alloc_id} ({kind}) on GPUs {','.join(map(str, gpus))}")
-        env = self._job_env(job, gpus, live.alloc_id, live.strategy, account)
-        if self._distributed:
-            return self.executor.spawn(argv, env=env, cwd=cwd, log_path=self.log_path(job_id), run_dir=live.run_dir,
-                                       nproc=int(job["nproc"]), gpus=gpus)
-        return self.executor.spawn(argv, env=env, cwd=cwd, log_path=self.log_path(job_id), run_dir=live.run_dir,
-                                   nproc=int(job["nproc"]), account=account)
+        env = job_env.contract(job, self.workspace(job_id), gpus, live.alloc_id, live.strategy)
+        return self.executor.spawn(Launch(argv, env, cwd, self.log_path(job_id), live.run_dir, int(job["nproc"]), gpus,
+                                          account))
 
     def _begin_stop(self, live: Live, why: str, now: float) -> None:
         live.phase, live.stop_reason = "stopping", why
@@ -675,8 +627,7 @@ class Controller:
                                                     "seconds": round(held, 3)}, end)
         self._fault("closed")
         self.live.pop(live.alloc_id, None)
-        if not self._distributed:
-            self.executor.release(str(live.run_dir))
+        self.executor.release(str(live.run_dir))
         exit_text = "no exit code" if code is None else f"exit code {code}"
         self._append_log(live.job_id, f"run {live.alloc_id} ended: {outcome} ({exit_text})")
         if final:

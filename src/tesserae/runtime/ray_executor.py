@@ -60,7 +60,8 @@ from typing import Any
 
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
-from tesserae.runtime import procs, ray_auth, ray_launcher
+from tesserae.runtime import job_env, procs, ray_auth, ray_launcher
+from tesserae.runtime.executor import Adopted, Launch, NodeState, ViewChange
 from tesserae.runtime.gpus import Gpu, gpu_type_of
 from tesserae.runtime.ray_agent import AGENT_VERSION, PART_VAR, NodeAgent
 from tesserae.runtime.ray_layout import NodeInfo, PartPlan, View, aggregate_exit, build_view, plan_parts, remap
@@ -143,21 +144,10 @@ class RayRun:
         return self.parts[0].ticks if self.parts else None
 
 
-@dataclass(frozen=True)
-class ViewChange:
-    view: View
-    remap: dict[int, int | None]
-
-    @property
-    def cluster(self) -> Cluster | None:
-        return self.view.cluster
-
-
 class RayExecutor:
     """See the module docstring. The controller thread is its only caller, but for ``gpus``."""
 
     name = "ray"
-    distributed = True
 
     def __init__(self, address: str | None, *, virtual_gpus: int | None = None, gpu_type: str = "v100",
                  grace_seconds: float = 30.0, idle_seconds: float = 600.0,
@@ -197,22 +187,33 @@ class RayExecutor:
     def cluster(self) -> Cluster | None:
         return self.view.cluster
 
-    def node_states(self) -> dict[str, str]:
-        """For display: each node of the committed view is ``alive``, ``draining`` (Ray drains it)
-        or ``dead`` (gone from Ray; it leaves the view at the next decision)."""
+    def nodes(self) -> list[NodeState]:
+        """Each node of the committed view: ``alive``, ``draining`` (Ray drains it) or ``dead`` (gone
+        from Ray; it leaves the view at the next decision)."""
         draining: set[str] = set()
         with contextlib.suppress(Exception):  # a private Ray call: without it no node shows as draining
             from ray._private.state import state as ray_state
 
             draining = set(ray_state.get_draining_nodes())
-        ready = set(self._ready)
-        return {n: "dead" if n not in ready else "draining" if n in draining else "alive"
-                for n in self.view.node_ids}
+        out, first = [], 0
+        for n in self.view.nodes:
+            state = "dead" if n.node_id not in self._ready else "draining" if n.node_id in draining else "alive"
+            out.append(NodeState(n.node_id, n.hostname or n.ip, n.ip, n.gpu_type,
+                                 list(range(first, first + len(n.gpus))), state))
+            first += len(n.gpus)
+        return out
 
-    def describe_address(self) -> str:
+    def describe_location(self) -> str:
         return "a local Ray instance" if self.address is None else f"the Ray cluster at {self.address}"
 
-    def join(self) -> None:
+    def describe_tracking(self) -> str | None:
+        return None  # each node's agent tracks its parts' processes
+
+    def info(self) -> dict[str, Any]:
+        kind = "virtual" if self.view.gpus[0].virtual else "NVML"
+        return {"gpu_source": f"ray ({kind})", "ray_address": self.address or "local"}
+
+    def prepare(self) -> None:
         """Join the Ray cluster (or start a local one). The server does it before it writes anything, so a
         cluster it cannot join leaves no state folder behind."""
         ray = self.ray
@@ -232,10 +233,10 @@ class RayExecutor:
             self.check_address()
             self._init_with_timeout(opts)
 
-    def connect(self, state_dir: Path, store: Any, wait_seconds: float = 30.0) -> None:
+    def open(self, state_dir: Path, store: Any, wait_seconds: float = 30.0) -> None:
         """Join the Ray cluster (if not yet), then bring up the agents of its GPU nodes."""
         ray = self.ray
-        self.join()
+        self.prepare()
         self.key = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
         self.store = store
         store.execute(_TABLE)
@@ -251,7 +252,7 @@ class RayExecutor:
                      "by other Ray work?); the node joins once it is")
             p[3] = True
         if not self._ready:
-            raise InputError(f"{self.describe_address()} has no node with GPUs that Tesserae can use: declare them "
+            raise InputError(f"{self.describe_location()} has no node with GPUs that Tesserae can use: declare them "
                              "with 'ray start --num-gpus N' (or --virtual-gpus N for a local instance)")
         # A deterministic first order (later joins are appended): by address, then id.
         self._ready = dict(sorted(self._ready.items(), key=lambda kv: (kv[1].ip, kv[1].hostname, kv[0])))
@@ -296,9 +297,16 @@ class RayExecutor:
             raise InputError(auth or f"cannot connect to the Ray cluster at '{self.address}': "
                                      f"{_first_line(failure[0])}", field="ray-address")
 
-    def close(self) -> None:
+    def close(self) -> str:
         """On server shutdown: agents that hold no live part are killed (their GPUs go back to Ray);
         the others keep their jobs running for the next server. A local Ray instance stops here."""
+        self._shutdown()
+        if self.started_ray:
+            return ("stopped, and the local Ray instance with it (running jobs were stopped; they resume from their "
+                    "checkpoints at the next start)")
+        return "stopped (running jobs keep running; the next server adopts them)"
+
+    def _shutdown(self) -> None:
         ray = self.ray
         if not ray.is_initialized():
             return
@@ -467,19 +475,17 @@ class RayExecutor:
         if tuple(self._ready) == self.view.node_ids:
             return None
         new = build_view(list(self._ready.values()))
-        return ViewChange(new, remap(self.view, new))
+        return ViewChange(new.cluster, remap(self.view, new), new)
 
     def commit_view(self, change: ViewChange) -> None:
-        self.view = change.view
+        assert isinstance(change.detail, View)
+        self.view = change.detail
         gid = self.view.gid_of()
         for run in self.runs.values():
             if all(k in gid for p in run.parts for k in p.plan.keys):
                 run.gpus = tuple(gid[k] for p in run.parts for k in p.plan.keys)
 
     # ------------------------------------------------------------------ the executor interface
-    def visible_devices(self, gpu_ids: tuple[int, ...] | list[int]) -> str:
-        return ",".join(self.view.gpus[g].device for g in gpu_ids)
-
     def _call(self, ref: Any, timeout: float = CALL_TIMEOUT) -> Any:
         return self.ray.get(ref, timeout=timeout)
 
@@ -488,15 +494,19 @@ class RayExecutor:
         for p in run.parts:
             self._by_part[p.part_dir] = (run, p)
 
-    def spawn(self, argv: list[str], *, env: dict[str, str], cwd: Path, log_path: Path, run_dir: Path,
-              nproc: int = 1, gpus: tuple[int, ...] | list[int] = ()) -> RayRun:
-        """Start a run on ``gpus`` (global ids of the committed view) as a gang of one part per node.
+    def spawn(self, launch: Launch) -> RayRun:
+        """Start a run on its GPUs (global ids of the committed view) as a gang of one part per node.
+        Each node's agent puts the node's own allowlisted base under the job contract (``ray_agent``).
 
         Raises OSError when a part cannot start at all (the job fails, as with the local executor); a
         part whose node or agent vanished meanwhile is lost instead (the job is requeued).
         """
+        if launch.account is not None:
+            raise ValueError("the ray executor runs jobs as the Ray workers' account; it cannot take another")
         ray = self.ray
-        plans, world = plan_parts(self.view, list(gpus), nproc)
+        argv, env, cwd, log_path, run_dir = launch.argv, launch.env, launch.cwd, launch.log_path, launch.run_dir
+        gpus = launch.gpus
+        plans, world = plan_parts(self.view, list(gpus), launch.nproc)
         marker = str(run_dir)
         parts = [RunPart(p, str(run_dir / f"part-{p.index}")) for p in plans]
         run = RayRun(marker, parts, world, tuple(gpus))
@@ -522,9 +532,8 @@ class RayExecutor:
             if agent is None:
                 p.end(None, None, True)
                 continue
-            part_env = {**env, "CUDA_VISIBLE_DEVICES": ",".join(p.plan.devices), "MASTER_ADDR": master,
-                        "MASTER_PORT": str(port), "NODE_RANK": str(p.plan.index), "NNODES": str(len(parts)),
-                        "TESSERAE_NODE_ID": p.plan.node_id, "TESSERAE_NODE_IP": p.plan.ip}
+            part_env = {**env, **job_env.device_env(p.plan.devices, master, port), "NODE_RANK": str(p.plan.index),
+                        "NNODES": str(len(parts)), "TESSERAE_NODE_ID": p.plan.node_id, "TESSERAE_NODE_IP": p.plan.ip}
             log = str(log_path) if p.plan.index == 0 else str(Path(p.part_dir) / "output.log")
             refs[p.plan.index] = agent.spawn.remote({"part_dir": p.part_dir, "log": log, "cwd": str(cwd), "argv": argv,
                                                 "env": part_env, "pass_env": list(self.pass_env),
@@ -671,8 +680,10 @@ class RayExecutor:
             out.append(st)
         return out
 
-    def adopt(self, pid: int | None, ticks: int | None, marker: str) -> RayRun | None:
-        """The run of ``marker`` if every part of it is alive on its node (after a controller restart).
+    def adopt(self, pid: int | None, ticks: int | None, marker: str,
+              gpus: tuple[int, ...]) -> Adopted[RayRun] | None:
+        """The run of ``marker`` if every part of it is alive on its node (after a controller restart),
+        with its GPU ids in the current view (not the recorded ones: the view may have changed).
 
         A run with only some parts alive (its node died, or the controller died while starting it)
         cannot go on: those parts are killed and None is returned, so the run is closed and requeued.
@@ -689,14 +700,18 @@ class RayExecutor:
             if len(run.gpus) == sum(len(p.plan.keys) for p in parts):
                 parts[0].pid, parts[0].ticks = pid, ticks
                 self._register(run)
-                return run
+                return Adopted(run, run.gpus)
         alive = [p for p, st in zip(parts, statuses, strict=True) if st.get("alive")]
         if alive:
             self.log(f"ray: run {marker} is only partly alive ({len(alive)} of {len(parts)} parts); killing the rest")
             self.kill(RayRun(marker, alive, 0))
         return None
 
-    def leftovers(self, marker: str) -> list[int]:
+    def leftovers(self, marker: str, *, exit_recorded: bool) -> list[int]:
+        """Processes of the run on any node or on this machine. Not looked for when the run recorded its
+        exit: every part's launcher then saw its processes end (a lost part's are looked for)."""
+        if exit_recorded:
+            return []
         refs = [a.pids_with_marker.remote(marker) for a in self._agents.values()]
         pids: list[int] = []
         for ref in refs:
@@ -709,6 +724,9 @@ class RayExecutor:
         if refs:
             self.ray.wait(refs, num_returns=len(refs), timeout=10.0)
         procs.kill_pids(procs.pids_with_marker(marker))
+
+    def release(self, marker: str) -> None:
+        """Nothing left to free: a run's records went when its end was read (``exit_code``)."""
 
 
 def _fence_local(part_dir: str) -> None:

@@ -36,7 +36,7 @@ from tesserae.core.errors import InputError
 from tesserae.sim.runner import RunSpec
 
 if TYPE_CHECKING:
-    from tesserae.runtime.ray_executor import RayExecutor
+    from tesserae.runtime.executor import Executor
 
 ADMIN_TOKEN_FILE = "admin.token"
 SERVER_FILE = "server.json"
@@ -220,10 +220,9 @@ def serve(opts: ServerOptions) -> None:
     from tesserae.runtime import isolation as iso
     from tesserae.runtime.api import create_app
     from tesserae.runtime.controller import Controller, ControllerConfig
-    from tesserae.runtime.executor import LocalExecutor
-    from tesserae.runtime.gpus import discover, machine_cluster
+    from tesserae.runtime.gpus import discover
     from tesserae.runtime.job_env import check_pass_env
-    from tesserae.runtime.lifetime import Cgroups, remove_empty
+    from tesserae.runtime.local_executor import LocalExecutor
     from tesserae.sim.runner import build_scheduler
 
     if opts.executor not in ("local", "ray"):
@@ -237,7 +236,7 @@ def serve(opts: ServerOptions) -> None:
     except ValueError as e:
         raise InputError(str(e), field="pass-env") from None
     check_policy(opts.run)
-    ray_executor = None
+    executor: Executor[Any]
     if opts.executor == "ray":
         from tesserae.runtime.ray_executor import RayExecutor
 
@@ -247,16 +246,17 @@ def serve(opts: ServerOptions) -> None:
         ray_executor = RayExecutor(opts.ray_address, virtual_gpus=opts.virtual_gpus, gpu_type=opts.gpu_type,
                                    grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env)
         ray_executor.check_address()
-    if ray_executor is None:
-        cluster, gpus = machine_cluster(discover(opts.virtual_gpus, opts.gpu_type))
+        executor = ray_executor
+    else:
+        executor = LocalExecutor(discover(opts.virtual_gpus, opts.gpu_type), detect_cgroups=opts.cgroups == "auto",
+                                 pass_env=pass_env, log=say)
     model = load_profile(opts.profile)
-    if ray_executor is None:
-        scheduler = build_scheduler(cluster, model, opts.run)
+    # Built as soon as the executor knows its cluster (the local one does now): a bad option leaves nothing behind.
+    scheduler = None if executor.cluster is None else build_scheduler(executor.cluster, model, opts.run)
 
     isolation = iso.resolve(job_user=opts.job_user, user_map=opts.user_map, same_user=opts.insecure_same_user,
                             executor=opts.executor)
-    if ray_executor is not None:
-        ray_executor.join()
+    executor.prepare()
     # Nothing is written before the port is ours: a clash leaves no half-made state folder behind.
     sock = _bind(opts.host, opts.port)
     try:
@@ -291,30 +291,23 @@ def serve(opts: ServerOptions) -> None:
             f"export TESSERAE_TOKEN=$(cat {token_path})")
     elif token_path.exists():
         say(f"admin token in {token_path}")
-    executor: LocalExecutor | RayExecutor
-    if ray_executor is not None:
-        ray_executor.connect(state, store)
-        assert ray_executor.cluster is not None
-        cluster, gpus, executor = ray_executor.cluster, ray_executor.gpus, ray_executor
+    executor.open(state, store)
+    cluster, gpus = executor.cluster, executor.gpus
+    assert cluster is not None  # an executor that finds no GPU refuses to open
+    if scheduler is None:
         scheduler = build_scheduler(cluster, model, opts.run)
-    else:
-        cgroups = Cgroups.detect(state, say) if opts.cgroups == "auto" else None
-        executor = LocalExecutor(gpus, cgroups=cgroups)
     controller = Controller(store, executor, scheduler, cluster, state,
                             ControllerConfig(round_seconds=opts.run.round_seconds, grace_seconds=opts.grace_seconds,
                                              event_driven=opts.event_driven, tick=opts.tick),
-                            isolation=isolation, job_root=job_root, pass_env=pass_env,
-                            reserve_job_id=sidecar.reserve)
+                            isolation=isolation, job_root=job_root, reserve_job_id=sidecar.reserve)
     kind = "virtual" if gpus[0].virtual else "NVML"
     info: dict[str, Any] = {
         "executor": executor.name, "policy": opts.run.policy, "placement": opts.run.placement,
         "packing": opts.run.packing, "round_seconds": opts.run.round_seconds, "event_driven": opts.event_driven,
         "grace_seconds": opts.grace_seconds, "profile": model.name, "cluster": cluster.describe(),
-        "gpu_source": kind if ray_executor is None else f"ray ({kind})",
+        **executor.info(),
     }
-    if ray_executor is not None:
-        info["ray_address"] = opts.ray_address or "local"
-        controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
+    controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
     app = create_app(controller, info, max_body=opts.max_body_bytes)
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in str(host) else host
@@ -323,14 +316,13 @@ def serve(opts: ServerOptions) -> None:
     if not _is_loopback(opts.host):
         say(f"warning: listening on {opts.host} without TLS: tokens cross the network in clear text; put a TLS "
             "proxy in front")
-    where = "" if ray_executor is None else f" on {ray_executor.describe_address()}"
+    location = executor.describe_location()
+    where = "" if location is None else f" on {location}"
     say(f"state {state}; {len(gpus)} {kind} GPU(s) ({cluster.describe()}){where}; policy {opts.run.policy}, placement "
         f"{opts.run.placement}; rounds of {opts.run.round_seconds:g} s"
         f"{', event-driven' if opts.event_driven else ''}")
-    tracking = "" if ray_executor is not None else (
-        f"; processes tracked by cgroup ({executor.cgroups.base})" if executor.cgroups is not None  # type: ignore[union-attr]
-        else "; processes tracked by session and marker")
-    say(f"{isolation.describe()}; job folders in {job_root}{tracking}")
+    tracking = executor.describe_tracking()
+    say(f"{isolation.describe()}; job folders in {job_root}{'' if tracking is None else f'; {tracking}'}")
     if isolation.same_user and os.geteuid() == 0:
         say("warning: jobs run as root (--insecure-same-user): any job can take over this machine")
 
@@ -361,6 +353,7 @@ def serve(opts: ServerOptions) -> None:
     if opts.ready_file is not None:
         _watch_ready(server, opts.ready_file, url)
     say(f"listening on {url} (API docs at {url}/docs)")
+    farewell = "stopped"
     try:
         server.run(sockets=[sock])
     except _Shutdown:
@@ -368,21 +361,14 @@ def serve(opts: ServerOptions) -> None:
     finally:
         stop.set()
         thread.join(timeout=30)
-        if ray_executor is not None:
-            ray_executor.close()
+        farewell = executor.close()
         store.close()
         with contextlib.suppress(FileNotFoundError):
             (state / SERVER_FILE).unlink()
         if opts.ready_file is not None:
             with contextlib.suppress(FileNotFoundError):
                 opts.ready_file.unlink()
-        if ray_executor is None and executor.cgroups is not None:  # type: ignore[union-attr]
-            remove_empty(executor.cgroups.base)  # type: ignore[union-attr]  # runs still alive keep theirs
         os.close(lock_fd)
-    if ray_executor is not None and ray_executor.started_ray:
-        say("stopped, and the local Ray instance with it (running jobs were stopped; they resume from their "
-            "checkpoints at the next start)")
-    else:
-        say("stopped (running jobs keep running; the next server adopts them)")
+    say(farewell)
     if failed:
         raise SystemExit(1)
