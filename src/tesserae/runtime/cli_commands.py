@@ -148,11 +148,12 @@ def register(app: typer.Typer) -> None:
                                                 "store was lost (its job folders moved aside first).")] = False,
     ) -> None:
         """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
-        from tesserae.runtime.server import DETACHED_VAR, ServerOptions, detach_server, serve
+        from tesserae.runtime.detach import DETACHED_VAR, detach_server
+        from tesserae.runtime.server import ServerOptions, say, serve
         from tesserae.sim.runner import RunSpec
 
         if detach:
-            detach_server(state, ready_file)
+            detach_server(state, ready_file, say)
             return
         run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds, packing=packing,
                       no_backfill=no_backfill, queues=parse_queues(queues), promote_knob=promote_knob,
