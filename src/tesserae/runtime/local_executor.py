@@ -54,6 +54,30 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _kill_cgroup(marker: str) -> None:
+    """SIGKILL the cgroup of the run ``marker``, if it has one (the whole of it, at once)."""
+    cgroup = lifetime.of_run(marker)
+    if cgroup is not None:
+        lifetime.kill(cgroup)
+
+
+def _launcher_by_marker(marker: str) -> int | None:
+    """The launcher of the run ``marker``: the session leader among the processes carrying the marker."""
+    for p in procs.pids_with_marker(marker):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            if os.getsid(p) == p:
+                return p
+    return None
+
+
+def machine_nodes(cluster: Cluster) -> list[NodeState]:
+    """This machine, one node per GPU type, always alive."""
+    host = socket.gethostname()
+    many = cluster.num_nodes > 1
+    return [NodeState(str(node.index), f"{host} ({node.gpu_type})" if many else host, "127.0.0.1", node.gpu_type,
+                      list(node.gpu_ids), "alive") for node in cluster.nodes]
+
+
 class LocalExecutor:
     name = "local"
 
@@ -72,11 +96,7 @@ class LocalExecutor:
 
     # ------------------------------------------------------------------ the view: fixed
     def nodes(self) -> list[NodeState]:
-        """The machine, one node per GPU type, always alive."""
-        host = socket.gethostname()
-        many = self.cluster.num_nodes > 1
-        return [NodeState(str(node.index), f"{host} ({node.gpu_type})" if many else host, "127.0.0.1",
-                          node.gpu_type, list(node.gpu_ids), "alive") for node in self.cluster.nodes]
+        return machine_nodes(self.cluster)
 
     def watch(self, now: float) -> bool:
         return False
@@ -138,9 +158,7 @@ class LocalExecutor:
 
     def kill(self, run: Proc) -> None:
         """SIGKILL the run's cgroup, its process group and every process carrying its marker."""
-        cgroup = lifetime.of_run(run.marker)
-        if cgroup is not None:
-            lifetime.kill(cgroup)
+        _kill_cgroup(run.marker)
         if procs.alive(run.pid, run.ticks):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(run.pid, signal.SIGKILL)
@@ -158,11 +176,8 @@ class LocalExecutor:
                                                                                        marker)):
                 return Adopted(Proc(pid, ticks, marker), gpus)
             return None
-        for p in procs.pids_with_marker(marker):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                if os.getsid(p) == p:
-                    return Adopted(Proc(p, procs.start_ticks(p), marker), gpus)
-        return None
+        leader = _launcher_by_marker(marker)
+        return None if leader is None else Adopted(Proc(leader, procs.start_ticks(leader), marker), gpus)
 
     # ------------------------------------------------------------------ liveness evidence
     def leftovers(self, marker: str, *, exit_recorded: bool) -> list[int]:
@@ -176,9 +191,7 @@ class LocalExecutor:
 
     def kill_marker(self, marker: str) -> None:
         """SIGKILL every process of the run ``marker``."""
-        cgroup = lifetime.of_run(marker)
-        if cgroup is not None:
-            lifetime.kill(cgroup)
+        _kill_cgroup(marker)
         procs.kill_pids(procs.pids_with_marker(marker))
 
     def release(self, marker: str) -> None:
