@@ -24,6 +24,7 @@ import contextlib
 import json
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ def fence_local(part_dir: str) -> None:
 class GangBook:
     """The runs this executor holds (by marker, and by part folder), their recorded layouts, the gang rule."""
 
-    def __init__(self, ray: Any, roster: NodeRoster, grace: float, log: Any) -> None:
+    def __init__(self, ray: Any, roster: NodeRoster, grace: float, log: Callable[[str], None]) -> None:
         self.ray, self.roster, self.grace, self.log = ray, roster, grace, log
         self.store: Any = None
         self.runs: dict[str, RayRun] = {}
