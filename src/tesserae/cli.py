@@ -34,7 +34,7 @@ from tesserae.core.errors import InputError
 from tesserae.core.restart import DEFAULT_STORAGE_GBPS
 from tesserae.core.throughput import ThroughputModel
 from tesserae.profiler.cli_command import register as register_profile_command
-from tesserae.runtime.cli_commands import register as register_runtime_commands
+from tesserae.runtime.commands import register as register_runtime_commands
 from tesserae.sim.metrics import restart_description
 from tesserae.web.viewer import register as register_view_command
 

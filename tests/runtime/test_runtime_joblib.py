@@ -240,7 +240,7 @@ def test_the_controller_table_keeps_its_identity_as_jobs_arrive(tmp_path: Path) 
     from tesserae.core.jobs import JobSpec
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime.controller import Controller
-    from tesserae.runtime.executor import LocalExecutor
+    from tesserae.runtime.local_executor import LocalExecutor
     from tesserae.sim.runner import RunSpec, build_scheduler
 
     cluster, gpus = machine_cluster(virtual_gpus(2))
@@ -248,9 +248,9 @@ def test_the_controller_table_keeps_its_identity_as_jobs_arrive(tmp_path: Path) 
     scheduler = build_scheduler(cluster, load_profile(None), RunSpec(policy="tiresias-las"))
     c = Controller(store, LocalExecutor(gpus), scheduler, cluster, tmp_path, log=lambda msg: None)
     specs = [JobSpec(1, 0.0, 1, "resnet50", 10.0), JobSpec(2, 1.0, 1, "generic", 10.0)]
-    first = c._table_for(specs)
+    first = c.rounds.table_for(specs)
     types = list(first.types)
-    grown = c._table_for([*specs, JobSpec(3, 2.0, 2, "vgg16", 10.0)])
+    grown = c.rounds.table_for([*specs, JobSpec(3, 2.0, 2, "vgg16", 10.0)])
     assert grown is first and grown.n == 3 and grown.types == types
     assert [grown.job_type(r) for r in range(3)] == ["resnet50", "generic", "vgg16"]
     # A stored job of a type the profile does not know (the API refuses those now; an older server did
@@ -258,7 +258,7 @@ def test_the_controller_table_keeps_its_identity_as_jobs_arrive(tmp_path: Path) 
     for job_type in ("resnet50", "my-model"):
         store.execute("INSERT INTO jobs (user, name, job_type, num_gpus, command, state, submit_time) "
                       "VALUES ('u', 'j', ?, 1, '[\"true\"]', 'queued', 0)", (job_type,))
-    table, _, _ = c.build_table(1.0)
+    table, _, _ = c.rounds.build_table(1.0)
     assert table is first and table.types == types
     assert [table.job_type(r) for r in range(2)] == ["resnet50", "generic"]
     store.close()

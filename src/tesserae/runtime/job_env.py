@@ -1,17 +1,28 @@
 """The environment a job starts with: an explicit allowlist, never the server's whole environment.
 
-A job gets a minimal base (``PATH``, ``LANG``, and ``HOME``/``USER``/``LOGNAME`` of the account it
-runs as), the variables an administrator passed on by name (``tesserae server --pass-env NAME``),
-its own ``env`` from the submission, and the ``TESSERAE_*``/rank variables of the job contract.
+A job gets, in this order (a later layer wins):
+
+1. a minimal base (``PATH``, ``LANG``, and ``HOME``/``USER``/``LOGNAME`` of the account it runs as)
+   and the variables an administrator passed on by name (``tesserae server --pass-env NAME``):
+   ``base_env``, taken by the executor where the job starts (the server, or a Ray node);
+2. its own ``env`` from the submission and the ``TESSERAE_*`` variables of the job contract:
+   ``contract``, formed by the controller;
+3. its devices and ranks (``CUDA_VISIBLE_DEVICES``, ``MASTER_ADDR``/``MASTER_PORT``, ``RANK``...):
+   ``device_env``, from the executor, which knows its GPUs' devices and nodes (the launchers then
+   set ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` per process of a multi-process job).
+
 Nothing else of the server's environment reaches it: secrets set for the server (cloud keys, a
 Ray token, a Tesserae token) stay with the server.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
 
 #: Taken from the server's (or a Ray node's) environment when set there.
 BASE_VARS = ("PATH", "LANG")
@@ -53,3 +64,32 @@ def base_env(source: Mapping[str, str] | None = None, *, pass_env: Iterable[str]
         if name in src and not name.startswith("TESSERAE_"):
             env[name] = src[name]
     return env
+
+
+def contract(job: Mapping[str, Any], workspace: Path, gpus: tuple[int, ...], run_id: int,
+             strategy: str | None) -> dict[str, str]:
+    """The job's own ``env`` (a stored job row's) and the job contract's ``TESSERAE_*`` variables over it."""
+    env = dict(json.loads(job["env"]))
+    env.update({
+        "TESSERAE_JOB_ID": str(job["id"]),
+        "TESSERAE_JOB_NAME": str(job["name"]),
+        "TESSERAE_USER": str(job["user"]),
+        "TESSERAE_RUN_ID": str(run_id),
+        "TESSERAE_CHECKPOINT_DIR": str(workspace / "checkpoints"),
+        "TESSERAE_PROGRESS_FILE": str(workspace / "progress.json"),
+        "TESSERAE_NUM_GPUS": str(len(gpus)),
+        "TESSERAE_GPU_IDS": ",".join(str(g) for g in gpus),
+        "CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+        "PYTHONUNBUFFERED": "1",
+    })
+    if job["iterations"] is not None:
+        env["TESSERAE_ITERATIONS"] = str(job["iterations"])
+    if strategy:
+        env["TESSERAE_STRATEGY"] = strategy
+    return env
+
+
+def device_env(devices: Iterable[str], master_addr: str, master_port: int) -> dict[str, str]:
+    """A run's devices and its rank-0 address; one process of rank 0 until a launcher says otherwise."""
+    return {"CUDA_VISIBLE_DEVICES": ",".join(devices), "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port),
+            "RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}

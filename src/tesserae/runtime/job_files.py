@@ -16,6 +16,7 @@ import json
 import math
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,18 @@ def open_log_append(path: Path) -> int:
     fd = os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o600)
     os.set_blocking(fd, True)
     return fd
+
+
+def append_server_line(path: Path, line: str) -> None:
+    """A line of the server's own in a job's log, ``--- tesserae TIME: LINE ---``, appended through
+    ``open_log_append`` (never blocking on, nor writing through, what the job put there). Raises OSError."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime())
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = open_log_append(path)
+    try:
+        os.write(fd, f"--- tesserae {stamp}: {line} ---\n".encode(errors="backslashreplace"))
+    finally:
+        os.close(fd)
 
 
 def _move_aside(path: Path) -> None:

@@ -21,47 +21,28 @@ Exit code: 0 when every copy succeeded; otherwise the first failing copy's code 
 signal N counts as -N in ``exit.json``, 128+N as this process's status); 127 when the command
 cannot be started (not found), 126 when it is not executable or the account cannot be taken.
 
-It imports only the standard library and two standard-library-only modules of the runtime
-(``procs``, ``lifetime``): it starts in a few tens of milliseconds.
+What it shares with the Ray part launcher (starting and reaping the copies, forwarding signals,
+the exit record) is ``supervise``. It imports only the standard library and standard-library-only
+modules of the runtime (``procs``, ``lifetime``, ``supervise``, ``job_files``): it starts in a few
+tens of milliseconds.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 
 from tesserae.runtime import lifetime, procs
 from tesserae.runtime.job_files import read_exit_record
+from tesserae.runtime.supervise import Copies, status_code, write_exit
 
-EXIT_FILE = "exit.json"
-# How long the other copies of a multi-process job get after one copy failed (then SIGKILL).
-_PEER_GRACE = 10.0
 # How long the leftovers of a run may take to die after SIGKILL before the launcher gives up on them
 # (the controller then keeps the run's GPUs until they are gone, or writes the run off).
 _SWEEP_TIMEOUT = 10.0
 _USAGE = "usage: python -m tesserae.runtime.launcher RUN_DIR NPROC [--cgroup PATH] [--account UID:GID:GROUPS] -- CMD..."
-
-
-def write_exit(run_dir: str, code: int) -> None:
-    path = os.path.join(run_dir, EXIT_FILE)
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump({"code": code, "time": time.time()}, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-    with contextlib.suppress(OSError):
-        fd = os.open(run_dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def read_exit(run_dir: str) -> tuple[int, float] | None:
@@ -158,70 +139,18 @@ def main(argv: list[str]) -> int:
             cgroup = None
     account = parse_account(opts["--account"]) if "--account" in opts else None
     setup = _child_setup(None if cgroup is None else os.path.join(cgroup, lifetime.JOB_CHILD), account)
-    children: dict[int, subprocess.Popen[bytes]] = {}
-    pending: list[int] = []
-
-    def forward(signum: int, frame: object) -> None:
-        pending.append(signum)
-        for child in children.values():
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    code = 0
-    for rank in range(nproc):
-        env = dict(os.environ)
-        if nproc > 1:
-            env.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc))
-        try:
-            child = subprocess.Popen(cmd, env=env, preexec_fn=setup)
-        except OSError as e:
-            print(f"tesserae: cannot start {cmd[0]!r}: {e.strerror}", file=sys.stderr, flush=True)
-            code = 126 if isinstance(e, PermissionError) else 127
-            forward(signal.SIGTERM, None)
-            break
-        except (subprocess.SubprocessError, ValueError) as e:
-            who = "" if account is None else f" as uid {account[0]}"
-            print(f"tesserae: cannot start {cmd[0]!r}{who}: {e}", file=sys.stderr, flush=True)
-            code = 126
-            forward(signal.SIGTERM, None)
-            break
-        children[child.pid] = child
-        if pending:  # a stop request arrived while the copies were starting
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                child.send_signal(pending[-1])
-    failed_at: float | None = None
-    while children:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG if failed_at is not None else 0)
-        except ChildProcessError:
-            break
-        if pid == 0:
-            if time.monotonic() - failed_at > _PEER_GRACE:  # type: ignore[operator]
-                for child in children.values():
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        child.kill()
-            time.sleep(0.05)
-            continue
-        child = children.pop(pid, None)
-        if child is None:
-            continue
-        rc = os.waitstatus_to_exitcode(status)
-        child.returncode = rc
-        if rc != 0 and code == 0:
-            code = rc
-            if children and failed_at is None:  # one copy failed: stop the others
-                failed_at = time.monotonic()
-                for other in children.values():
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        other.terminate()
+    copies = Copies()
+    copies.catch_signals()
+    envs = [{**os.environ, **({"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(nproc)} if nproc > 1 else {})}
+            for r in range(nproc)]
+    copies.start(cmd, envs, setup, "" if account is None else f" as uid {account[0]}")
+    code = copies.wait()
     left = end_leftovers(cgroup)
     if left:
         print(f"tesserae: the job's command ended; {left} process(es) it left running were killed",
               file=sys.stderr, flush=True)
     write_exit(run_dir, code)
-    return code if code >= 0 else 128 - code
+    return status_code(code)
 
 
 if __name__ == "__main__":

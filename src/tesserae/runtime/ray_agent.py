@@ -39,6 +39,49 @@ LAUNCHER = str(Path(ray_launcher.__file__).resolve())
 _DROP = ("OMP_NUM_THREADS", "SPT_NOENV", "CUDA_VISIBLE_DEVICES")
 
 
+def held_gpus(default_type: str) -> list[tuple[str, str, str, float | None, bool]]:
+    """The GPUs Ray gave this actor, ``(device, type, name, memory GB, virtual)``: named by NVML where it
+    works, else declared ones of ``default_type`` (the node's Ray accelerator type, or --gpu-type)."""
+    import ray
+
+    from tesserae.runtime.gpus import gpu_type_of
+
+    names: dict[str, tuple[str, float | None]] = {}
+    with contextlib.suppress(Exception):  # no NVML here: the GPUs are declared ones
+        from tesserae.runtime.gpus import nvml_gpus
+
+        names = {g.device: (g.name, g.memory_gb) for g in nvml_gpus()}
+    gpus = []
+    for d in (str(i) for i in ray.get_gpu_ids()):
+        if d in names:
+            name, mem = names[d]
+            gpus.append((d, gpu_type_of(name), name, mem, False))
+        else:
+            gpus.append((d, default_type, f"virtual {default_type}", None, True))
+    return gpus
+
+
+def _launch_part(spec: dict[str, Any], base_env: dict[str, str], agent_pid: int, agent_ticks: int | None) -> int | str:
+    """Start a part's launcher (``ray_launcher``, which detaches and prints its pid); its pid, or why not."""
+    part_dir, log = spec["part_dir"], spec["log"]
+    Path(part_dir).mkdir(parents=True, exist_ok=True)
+    Path(log).parent.mkdir(parents=True, exist_ok=True)
+    Path(spec["cwd"]).mkdir(parents=True, exist_ok=True)
+    env = {**base_env, **spec["env"], procs.MARKER_VAR: spec["marker"], PART_VAR: part_dir}
+    cmd = [sys.executable, "-I", LAUNCHER, part_dir, log, str(spec["nproc"]), str(spec["first_rank"]),
+           str(spec["world"]), str(agent_pid), str(agent_ticks if agent_ticks is not None else "-"), "--",
+           *spec["argv"]]
+    p = subprocess.Popen(cmd, cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL, close_fds=True)
+    line = p.stdout.readline() if p.stdout is not None else b""
+    p.wait()
+    if p.stdout is not None:
+        p.stdout.close()
+    if not line.strip().isdigit():
+        return f"the part launcher did not start (exit code {p.returncode})"
+    return int(line)
+
+
 class NodeAgent:
     def __init__(self, node_id: str, idle_seconds: float = 600.0) -> None:
         self.node_id = node_id
@@ -70,28 +113,12 @@ class NodeAgent:
 
     # ------------------------------------------------------------------ queries
     def info(self, default_type: str) -> dict[str, Any]:
-        """Who this agent is and the GPUs it holds: named by NVML where it works, else declared ones of
-        ``default_type`` (the node's Ray accelerator type, or the server's --gpu-type)."""
+        """Who this agent is and the GPUs it holds (``held_gpus``)."""
         import ray
 
         self._touch()
-        ids = [str(i) for i in ray.get_gpu_ids()]
-        names: dict[str, tuple[str, float | None]] = {}
-        with contextlib.suppress(Exception):  # no NVML here: the GPUs are declared ones
-            from tesserae.runtime.gpus import nvml_gpus
-
-            names = {g.device: (g.name, g.memory_gb) for g in nvml_gpus()}
-        from tesserae.runtime.gpus import gpu_type_of
-
-        gpus = []
-        for d in ids:
-            if d in names:
-                name, mem = names[d]
-                gpus.append((d, gpu_type_of(name), name, mem, False))
-            else:
-                gpus.append((d, default_type, f"virtual {default_type}", None, True))
         return {"node_id": self.node_id, "ip": ray.util.get_node_ip_address(), "hostname": socket.gethostname(),
-                "pid": self.pid, "ticks": self.ticks, "version": AGENT_VERSION, "gpus": gpus,
+                "pid": self.pid, "ticks": self.ticks, "version": AGENT_VERSION, "gpus": held_gpus(default_type),
                 "python": sys.executable}
 
     def free_port(self) -> int:
@@ -137,28 +164,13 @@ class NodeAgent:
     def spawn(self, spec: dict[str, Any]) -> dict[str, Any]:
         """Start one part: returns ``{"pid", "ticks"}``, or ``{"error"}`` when it cannot start."""
         self._touch()
-        part_dir, log = spec["part_dir"], spec["log"]
+        part_dir = spec["part_dir"]
         try:
-            Path(part_dir).mkdir(parents=True, exist_ok=True)
-            Path(log).parent.mkdir(parents=True, exist_ok=True)
-            Path(spec["cwd"]).mkdir(parents=True, exist_ok=True)
-            env = self._base_env(list(spec.get("pass_env", ())))
-            env.update(spec["env"])
-            env[procs.MARKER_VAR] = spec["marker"]
-            env[PART_VAR] = part_dir
-            cmd = [sys.executable, "-I", LAUNCHER, part_dir, log, str(spec["nproc"]), str(spec["first_rank"]),
-                   str(spec["world"]), str(self.pid), str(self.ticks if self.ticks is not None else "-"), "--",
-                   *spec["argv"]]
             with self._lock:
-                p = subprocess.Popen(cmd, cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, close_fds=True)
-                line = p.stdout.readline() if p.stdout is not None else b""
-                p.wait()
-                if p.stdout is not None:
-                    p.stdout.close()
-                if not line.strip().isdigit():
-                    return {"error": f"the part launcher did not start (exit code {p.returncode})"}
-                pid = int(line)
+                launched = _launch_part(spec, self._base_env(list(spec.get("pass_env", ()))), self.pid, self.ticks)
+                if isinstance(launched, str):
+                    return {"error": launched}
+                pid = launched
                 self.parts[part_dir] = {"pid": pid, "ticks": procs.start_ticks(pid), "marker": spec["marker"],
                                         "started": time.time()}
         except OSError as e:

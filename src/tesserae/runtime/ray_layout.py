@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from tesserae.core.cluster import Cluster, Node
 from tesserae.runtime.gpus import Gpu
@@ -96,6 +97,15 @@ class PartPlan:
     devices: tuple[str, ...]
     first_rank: int
     nproc: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"index": self.index, "node_id": self.node_id, "ip": self.ip, "keys": [list(k) for k in self.keys],
+                "devices": list(self.devices), "first_rank": self.first_rank, "nproc": self.nproc}
+
+    @staticmethod
+    def from_json(d: dict[str, Any]) -> PartPlan:
+        return PartPlan(int(d["index"]), str(d["node_id"]), str(d["ip"]), tuple((str(n), int(i)) for n, i in d["keys"]),
+                        tuple(str(x) for x in d["devices"]), int(d["first_rank"]), int(d["nproc"]))
 
 
 def plan_parts(view: View, gpu_ids: Sequence[int], nproc: int) -> tuple[list[PartPlan], int]:

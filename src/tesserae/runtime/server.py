@@ -1,24 +1,24 @@
 """``tesserae server``: the store, the controller thread and the HTTP API in one process.
 
 Start-up: decide who jobs run as (``isolation``: a job account, a user map, or the explicit
-same-user mode), discover GPUs (NVML or ``--virtual-gpus``), build the scheduler core exactly as
-the simulator does (``sim.runner.build_scheduler``), bind the socket (before anything is written,
-so a port clash leaves no half-made state folder), make the state folder private (0700, files
-0600), lock it (one server per folder), check the store before opening it (``store_integrity``),
-create the admin token on first start (``STATE/admin.token``, mode 0600, written atomically),
-write ``STATE/server.json`` (url and pid), then run the controller loop in a background thread
-and uvicorn in the main thread; once it answers, ``--ready-file`` is written (``--detach`` waits
-for that). SIGTERM or Ctrl-C stop the server; job processes keep running and the next server
-adopts them.
+same-user mode), make the executor (``make_executor``: the local one discovers GPUs from NVML or
+``--virtual-gpus``; the Ray one checks its address), build the scheduler core exactly as the
+simulator does (``sim.runner.build_scheduler``) as soon as the executor knows its cluster, let the
+executor reach its cluster (``prepare``), bind the socket (before anything is written, so a port
+clash leaves no half-made state folder), open the state folder (``state_folder``: private, locked,
+the store checked then opened, the admin token created on first start), open the executor on it,
+write ``STATE/server.json`` (url and pid), then run the controller loop in a background thread and
+uvicorn in the main thread; once it answers, ``--ready-file`` is written (``detach``). SIGTERM or
+Ctrl-C stop the server; job processes keep running and the next server adopts them.
 
 With ``--executor ray`` the GPUs are those of a Ray cluster's nodes (``--ray-address``, or a local
-Ray instance started here), discovered after the state folder is locked; see ``ray_executor``.
+Ray instance started here), discovered once the state folder is locked; see ``ray_executor``.
+``make_executor`` is the one place that names executor kinds: a new kind is added there.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import ipaddress
 import json
 import os
@@ -36,14 +36,11 @@ from tesserae.core.errors import InputError
 from tesserae.sim.runner import RunSpec
 
 if TYPE_CHECKING:
-    from tesserae.runtime.ray_executor import RayExecutor
+    from tesserae.runtime.controller import Controller
+    from tesserae.runtime.executor import Executor
+    from tesserae.runtime.state_folder import StateFolder
 
-ADMIN_TOKEN_FILE = "admin.token"
-SERVER_FILE = "server.json"
-LOCK_FILE = "server.lock"
-LOG_FILE = "server.log"
-READY_FILE = "server.ready"
-DETACHED_VAR = "TESSERAE_DETACHED"
+EXECUTORS = ("local", "ray")
 
 
 class _Shutdown(Exception):
@@ -78,32 +75,6 @@ class ServerOptions:
 
 def say(msg: str) -> None:
     print(f"tesserae server: {msg}", file=sys.stderr, flush=True)
-
-
-def _lock(state: Path) -> int:
-    fd = os.open(state / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        other = ""
-        with contextlib.suppress(OSError, ValueError):
-            other = f" (pid {json.loads((state / SERVER_FILE).read_text())['pid']})"
-        raise InputError(f"another tesserae server is using {state}{other}; one server per state folder") from None
-    return fd
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``path`` (mode 0600) atomically: a reader sees nothing or all of it, never a part."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -147,86 +118,11 @@ def check_policy(run: RunSpec) -> None:
     make_placement(run.placement, **run.options())
 
 
-def _open_store(state: Path, job_root: Path, new_store: bool) -> tuple[Any, Any]:
-    """The checked store (``store_integrity``) and its ``store.json``, written or brought up to date."""
-    from tesserae.runtime.store import DB_NAME, Store
-    from tesserae.runtime.store_integrity import ID_BLOCK, SIDECAR, Sidecar, preflight
-
-    db = state / DB_NAME
-    check = preflight(state, db, [job_root] if job_root != state / "jobs" else [], new_store=new_store)
-    sidecar = check.sidecar
-    store = Store(db, store_id=sidecar.store_id if (check.fresh and sidecar is not None and not new_store) else None,
-                  first_job_id=check.first_id)
-    if sidecar is None or sidecar.store_id != store.store_id:
-        start = max(store.next_job_id() - 1, sidecar.reserved_ids if sidecar else 0)
-        sidecar = Sidecar(state / SIDECAR, store.store_id, time.time(), start + ID_BLOCK)
-        sidecar.write()
-    sidecar.reserve(store.next_job_id())
-    return store, sidecar
-
-
-def _watch_ready(server: Any, path: Path, url: str) -> None:
-    """Write ``path`` (url and pid, atomically) once uvicorn accepts requests."""
-    def wait() -> None:
-        while not server.started:
-            if server.should_exit:
-                return
-            time.sleep(0.01)
-        _write_private(path, json.dumps({"url": url, "pid": os.getpid()}) + "\n")
-
-    threading.Thread(target=wait, name="tesserae-ready", daemon=True).start()
-
-
-def detach_server(state: Path, ready_file: Path | None, timeout: float = 300.0) -> None:
-    """``tesserae server --detach``: this same command, started in the background in a session of its
-    own; returns once it answers requests (its admin token is written by then), or exits with its
-    error. Its output goes to ``STATE/server.log``."""
-    import subprocess
-
-    argv = [a for a in sys.argv[1:] if a != "--detach"]
-    if ready_file is None:
-        ready_file = state.expanduser().resolve() / READY_FILE
-        argv += ["--ready-file", str(ready_file)]
-    with contextlib.suppress(FileNotFoundError):
-        ready_file.unlink()
-    proc = subprocess.Popen([sys.executable, "-m", "tesserae.cli", *argv], stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, DETACHED_VAR: "1"})
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            doc = json.loads(ready_file.read_text())
-            break
-        except (OSError, ValueError):
-            pass
-        if proc.poll() is not None:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout is not None else ""
-            sys.stderr.write(out)
-            raise SystemExit(proc.returncode or 1)
-        if time.monotonic() > deadline:
-            raise InputError(f"the server (pid {proc.pid}) did not answer within {timeout:g} s; see "
-                             f"{state / LOG_FILE}")
-        time.sleep(0.05)
-    if proc.stdout is not None:
-        proc.stdout.close()
-    say(f"running in the background (pid {doc['pid']}), listening on {doc['url']}; log in {state / LOG_FILE}; "
-        f"stop it with 'kill {doc['pid']}'")
-
-
-def serve(opts: ServerOptions) -> None:
-    import uvicorn
-
-    from tesserae.profiles.loader import load_profile
-    from tesserae.runtime import isolation as iso
-    from tesserae.runtime.api import create_app
-    from tesserae.runtime.controller import Controller, ControllerConfig
-    from tesserae.runtime.executor import LocalExecutor
-    from tesserae.runtime.gpus import discover, machine_cluster
+def _check_options(opts: ServerOptions) -> tuple[str, ...]:
+    """The option checks that need nothing but the options; returns the checked ``--pass-env`` names."""
     from tesserae.runtime.job_env import check_pass_env
-    from tesserae.runtime.lifetime import Cgroups, remove_empty
-    from tesserae.sim.runner import build_scheduler
 
-    if opts.executor not in ("local", "ray"):
+    if opts.executor not in EXECUTORS:
         raise InputError(f"unknown executor '{opts.executor}'; choose local or ray", field="executor")
     if opts.executor == "local" and opts.ray_address is not None:
         raise InputError("--ray-address goes with --executor ray", field="ray-address")
@@ -237,102 +133,104 @@ def serve(opts: ServerOptions) -> None:
     except ValueError as e:
         raise InputError(str(e), field="pass-env") from None
     check_policy(opts.run)
-    ray_executor = None
+    return pass_env
+
+
+def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[Any]:
+    """The executor ``--executor`` names, checked as far as it can be before anything is written."""
     if opts.executor == "ray":
         from tesserae.runtime.ray_executor import RayExecutor
 
         if opts.ray_address is not None and opts.virtual_gpus is not None:
             raise InputError("--virtual-gpus declares the GPUs of a local Ray instance; on a Ray cluster declare "
                              "them per node with 'ray start --num-gpus N'", field="virtual-gpus")
-        ray_executor = RayExecutor(opts.ray_address, virtual_gpus=opts.virtual_gpus, gpu_type=opts.gpu_type,
-                                   grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env)
-        ray_executor.check_address()
-    if ray_executor is None:
-        cluster, gpus = machine_cluster(discover(opts.virtual_gpus, opts.gpu_type))
-    model = load_profile(opts.profile)
-    if ray_executor is None:
-        scheduler = build_scheduler(cluster, model, opts.run)
+        ray = RayExecutor(opts.ray_address, virtual_gpus=opts.virtual_gpus, gpu_type=opts.gpu_type,
+                          grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env)
+        ray.check_address()
+        return ray
+    from tesserae.runtime.gpus import discover
+    from tesserae.runtime.local_executor import LocalExecutor
 
+    return LocalExecutor(discover(opts.virtual_gpus, opts.gpu_type), detect_cgroups=opts.cgroups == "auto",
+                         pass_env=pass_env, log=say)
+
+
+def serve(opts: ServerOptions) -> None:
+    from tesserae.profiles.loader import load_profile
+    from tesserae.runtime import isolation as iso
+    from tesserae.runtime.api import create_app
+    from tesserae.runtime.controller import Controller, ControllerConfig
+    from tesserae.runtime.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
+    from tesserae.sim.runner import build_scheduler
+
+    pass_env = _check_options(opts)
+    executor = make_executor(opts, pass_env)
+    model = load_profile(opts.profile)
+    # Built as soon as the executor knows its cluster (the local one does now): a bad option leaves nothing behind.
+    scheduler = None if executor.cluster is None else build_scheduler(executor.cluster, model, opts.run)
     isolation = iso.resolve(job_user=opts.job_user, user_map=opts.user_map, same_user=opts.insecure_same_user,
                             executor=opts.executor)
-    if ray_executor is not None:
-        ray_executor.join()
+    executor.prepare()
     # Nothing is written before the port is ours: a clash leaves no half-made state folder behind.
     sock = _bind(opts.host, opts.port)
     try:
-        state = opts.state.resolve()
-        os.umask(0o077)  # the store, its log, tokens: the server's files are private
-        try:
-            state.mkdir(parents=True, exist_ok=True, mode=0o700)
-        except OSError as e:
-            raise InputError(f"cannot create the state folder: {e.strerror}", path=str(state)) from None
-        iso.secure_state(state)
-        lock_fd = _lock(state)
+        folder = open_state(opts.state, isolation, job_root=opts.job_root, new_store=opts.new_store,
+                            log_to_state=opts.log_to_state)
     except BaseException:
         sock.close()
         raise
-    try:
-        if opts.log_to_state:  # --detach: from here on the server's output goes to STATE/server.log
-            log_fd = os.open(state / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-            os.dup2(log_fd, 1)
-            os.dup2(log_fd, 2)
-            os.close(log_fd)
-        job_root = (opts.job_root.resolve() if opts.job_root else iso.default_job_root(state, isolation))
-        iso.prepare_job_root(job_root, state, isolation)
-        store, sidecar = _open_store(state, job_root, opts.new_store)
-    except BaseException:
-        sock.close()
-        os.close(lock_fd)
-        raise
-    token_path = state / ADMIN_TOKEN_FILE
-    if not store.has_admin():
-        _write_private(token_path, store.create_token("admin", admin=True, label="created at first start") + "\n")
-        say(f"created the admin token in {token_path} (mode 0600); "
-            f"export TESSERAE_TOKEN=$(cat {token_path})")
-    elif token_path.exists():
-        say(f"admin token in {token_path}")
-    executor: LocalExecutor | RayExecutor
-    if ray_executor is not None:
-        ray_executor.connect(state, store)
-        assert ray_executor.cluster is not None
-        cluster, gpus, executor = ray_executor.cluster, ray_executor.gpus, ray_executor
+    state = folder.path
+    ensure_admin_token(folder, say)
+    executor.open(state, folder.store)
+    cluster = executor.cluster
+    assert cluster is not None  # an executor that finds no GPU refuses to open
+    if scheduler is None:
         scheduler = build_scheduler(cluster, model, opts.run)
-    else:
-        cgroups = Cgroups.detect(state, say) if opts.cgroups == "auto" else None
-        executor = LocalExecutor(gpus, cgroups=cgroups)
-    controller = Controller(store, executor, scheduler, cluster, state,
+    controller = Controller(folder.store, executor, scheduler, cluster, state,
                             ControllerConfig(round_seconds=opts.run.round_seconds, grace_seconds=opts.grace_seconds,
                                              event_driven=opts.event_driven, tick=opts.tick),
-                            isolation=isolation, job_root=job_root, pass_env=pass_env,
-                            reserve_job_id=sidecar.reserve)
-    kind = "virtual" if gpus[0].virtual else "NVML"
+                            isolation=isolation, job_root=folder.job_root, reserve_job_id=folder.sidecar.reserve)
     info: dict[str, Any] = {
         "executor": executor.name, "policy": opts.run.policy, "placement": opts.run.placement,
         "packing": opts.run.packing, "round_seconds": opts.run.round_seconds, "event_driven": opts.event_driven,
         "grace_seconds": opts.grace_seconds, "profile": model.name, "cluster": cluster.describe(),
-        "gpu_source": kind if ray_executor is None else f"ray ({kind})",
+        **executor.info(),
     }
-    if ray_executor is not None:
-        info["ray_address"] = opts.ray_address or "local"
-        controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
+    controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
     app = create_app(controller, info, max_body=opts.max_body_bytes)
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in str(host) else host
     url = f"http://{url_host}:{port}"
-    _write_private(state / SERVER_FILE, json.dumps({"url": url, "pid": os.getpid(), "started": time.time()}))
+    write_private(state / SERVER_FILE, json.dumps({"url": url, "pid": os.getpid(), "started": time.time()}))
+    _say_started(opts, controller, folder, isolation)
+    _run(opts, app, controller, sock, folder, url)
+
+
+def _say_started(opts: ServerOptions, controller: Controller, folder: StateFolder, isolation: Any) -> None:
+    executor, cluster = controller.executor, controller.cluster
+    gpus = executor.gpus
+    kind = "virtual" if gpus[0].virtual else "NVML"
     if not _is_loopback(opts.host):
         say(f"warning: listening on {opts.host} without TLS: tokens cross the network in clear text; put a TLS "
             "proxy in front")
-    where = "" if ray_executor is None else f" on {ray_executor.describe_address()}"
-    say(f"state {state}; {len(gpus)} {kind} GPU(s) ({cluster.describe()}){where}; policy {opts.run.policy}, placement "
-        f"{opts.run.placement}; rounds of {opts.run.round_seconds:g} s"
+    location = executor.describe_location()
+    where = "" if location is None else f" on {location}"
+    say(f"state {folder.path}; {len(gpus)} {kind} GPU(s) ({cluster.describe()}){where}; policy {opts.run.policy}, "
+        f"placement {opts.run.placement}; rounds of {opts.run.round_seconds:g} s"
         f"{', event-driven' if opts.event_driven else ''}")
-    tracking = "" if ray_executor is not None else (
-        f"; processes tracked by cgroup ({executor.cgroups.base})" if executor.cgroups is not None  # type: ignore[union-attr]
-        else "; processes tracked by session and marker")
-    say(f"{isolation.describe()}; job folders in {job_root}{tracking}")
+    tracking = executor.describe_tracking()
+    say(f"{isolation.describe()}; job folders in {folder.job_root}{'' if tracking is None else f'; {tracking}'}")
     if isolation.same_user and os.geteuid() == 0:
         say("warning: jobs run as root (--insecure-same-user): any job can take over this machine")
+
+
+def _run(opts: ServerOptions, app: Any, controller: Controller, sock: socket.socket, folder: StateFolder,
+         url: str) -> None:
+    """The controller in a thread, uvicorn here, until SIGTERM or Ctrl-C; then the clean-up."""
+    import uvicorn
+
+    from tesserae.runtime.detach import watch_ready
+    from tesserae.runtime.state_folder import SERVER_FILE
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=5)
@@ -359,8 +257,9 @@ def serve(opts: ServerOptions) -> None:
     thread = threading.Thread(target=loop, name="tesserae-controller", daemon=True)
     thread.start()
     if opts.ready_file is not None:
-        _watch_ready(server, opts.ready_file, url)
+        watch_ready(server, opts.ready_file, url)
     say(f"listening on {url} (API docs at {url}/docs)")
+    farewell = "stopped"
     try:
         server.run(sockets=[sock])
     except _Shutdown:
@@ -368,21 +267,14 @@ def serve(opts: ServerOptions) -> None:
     finally:
         stop.set()
         thread.join(timeout=30)
-        if ray_executor is not None:
-            ray_executor.close()
-        store.close()
+        farewell = controller.executor.close()
+        folder.store.close()
         with contextlib.suppress(FileNotFoundError):
-            (state / SERVER_FILE).unlink()
+            (folder.path / SERVER_FILE).unlink()
         if opts.ready_file is not None:
             with contextlib.suppress(FileNotFoundError):
                 opts.ready_file.unlink()
-        if ray_executor is None and executor.cgroups is not None:  # type: ignore[union-attr]
-            remove_empty(executor.cgroups.base)  # type: ignore[union-attr]  # runs still alive keep theirs
-        os.close(lock_fd)
-    if ray_executor is not None and ray_executor.started_ray:
-        say("stopped, and the local Ray instance with it (running jobs were stopped; they resume from their "
-            "checkpoints at the next start)")
-    else:
-        say("stopped (running jobs keep running; the next server adopts them)")
+        os.close(folder.lock_fd)
+    say(farewell)
     if failed:
         raise SystemExit(1)

@@ -7,8 +7,8 @@ everything. They read the store and the controller's latest decision, and change
 
 
 import json
-import socket
 import time
+from dataclasses import asdict
 from typing import Annotated, Any
 
 import numpy as np
@@ -41,26 +41,12 @@ def bearer_principal(controller: Controller) -> Any:
 
 
 def node_view(controller: Controller) -> list[dict[str, Any]]:
-    """Every node of the scheduler's view, its GPUs (global ids) and its state.
+    """Every node of the scheduler's view, its GPUs (global ids) and its state (``Executor.nodes``).
 
     A Ray node that left (``dead``) stays in the view until the next decision; one that Ray drains
     is ``draining``. The local executor's machine is one node per GPU type, always ``alive``.
     """
-    ex = controller.executor
-    view = getattr(ex, "view", None)
-    if view is not None and getattr(ex, "distributed", False):
-        states = ex.node_states() if hasattr(ex, "node_states") else {}
-        out, first = [], 0
-        for n in view.nodes:
-            ids = list(range(first, first + len(n.gpus)))
-            first += len(n.gpus)
-            out.append({"id": n.node_id, "name": n.hostname or n.ip, "ip": n.ip, "gpu_type": n.gpu_type,
-                        "gpus": ids, "state": states.get(n.node_id, "alive")})
-        return out
-    host = socket.gethostname()
-    return [{"id": str(node.index), "name": host if controller.cluster.num_nodes == 1 else f"{host} ({node.gpu_type})",
-             "ip": "127.0.0.1", "gpu_type": node.gpu_type, "gpus": list(node.gpu_ids), "state": "alive"}
-            for node in controller.cluster.nodes]
+    return [asdict(node) for node in controller.executor.nodes()]
 
 
 def queue_order(controller: Controller) -> tuple[list[int], dict[int, int]]:

@@ -1,0 +1,147 @@
+"""What the API accepts: the bodies (pydantic models, bounded by ``api_limits``) and the checks of a
+submission that need the server (its cluster, its profile, its filesystem).
+
+A submission error names its field: ``SubmitError(field, message)`` becomes a 422 with ``errors``
+(see ``api``). ``request_hash`` identifies a submission for its ``Idempotency-Key``.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from typing import TYPE_CHECKING, Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tesserae.runtime.api_limits import BoundedInt, SafeStr
+
+if TYPE_CHECKING:
+    from tesserae.runtime.controller import Controller
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "MASTER_ADDR", "MASTER_PORT", "RANK",
+                          "LOCAL_RANK", "WORLD_SIZE"})
+_INTERPRETERS = re.compile(r"^(python[0-9.]*|sh|bash|zsh|env|uv|torchrun)$")
+#: Linux refuses a single argument or environment string longer than this (MAX_ARG_STRLEN).
+MAX_ARG = 131072
+
+
+class JobSubmission(BaseModel):
+    """A job to run: the command (an argv list), how many GPUs (a gang: all or nothing), and extras."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [
+        {"command": ["python", "train.py", "--lr", "0.1"], "gpus": 2, "name": "resnet", "iterations": 1000},
+        {"command": ["true"], "gpus": 1}]})
+
+    # minItems and the pattern below are published in the schema; the validators give the clearer messages.
+    command: list[Annotated[SafeStr, Field(max_length=MAX_ARG)]] = Field(
+        max_length=4096, json_schema_extra={"minItems": 1},
+        description="Program and arguments (argv), run without a shell unless `shell` is true, in which case it is "
+                    "one shell command line.")
+    gpus: BoundedInt = Field(description="GPUs the job needs, all at once (a gang).")
+    name: SafeStr | None = Field(None, min_length=1, max_length=200, description="Display name.")
+    job_type: str = Field("generic", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$",
+                          description="Model / batch-size class, as the throughput profile names it.")
+    iterations: BoundedInt | None = Field(None, description="Total iterations (the job's work), if known.")
+    env: dict[Annotated[SafeStr, Field(max_length=256)], Annotated[SafeStr, Field(max_length=MAX_ARG)]] = Field(
+        default_factory=dict, max_length=1024, description="Extra environment variables.")
+    workdir: SafeStr | None = Field(None, max_length=4096, json_schema_extra={"pattern": "^/"},
+                                    description="Absolute working directory on the server machine (default: a "
+                                                "private folder of the job).")
+    shell: bool = Field(False, description="Run `command[0]` with /bin/sh -c.")
+    nproc: int = Field(1, ge=1, le=64, description="Copies of the command to start (RANK 0..nproc-1).")
+
+    @field_validator("command")
+    @classmethod
+    def _command(cls, v: list[str]) -> list[str]:
+        if not v:
+            raise ValueError('the command is empty: give the program and its arguments, e.g. ["python", '
+                             '"train.py"]')
+        if not v[0].strip():
+            raise ValueError("the program name (first element) is empty")
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if not _ENV_NAME.match(key):
+                raise ValueError(f"'{key}' is not a valid environment variable name")
+            if key.startswith("TESSERAE_") or key in RESERVED_ENV:
+                raise ValueError(f"{key} is set by Tesserae for every job and cannot be overridden")
+        return v
+
+    @model_validator(mode="after")
+    def _shell(self) -> "JobSubmission":
+        if self.shell and len(self.command) != 1:
+            raise ValueError("with shell=true, command must be exactly one shell command line")
+        return self
+
+
+class TokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    user: str = Field(min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.@\-]+$")
+    admin: bool = False
+    label: SafeStr = Field("", max_length=200)
+
+
+class SubmitError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def default_name(command: list[str]) -> str:
+    parts = [os.path.basename(a) for a in command[:3] if a and not a.startswith("-")]
+    if len(parts) > 1 and _INTERPRETERS.match(parts[0]):
+        return parts[1][:200]
+    return (parts[0] if parts else "job")[:200]
+
+
+def check_submission(sub: JobSubmission, controller: "Controller") -> None:
+    """Checks that need the server: GPU count against this cluster, the job type, paths and the program."""
+    cluster = controller.cluster
+    biggest = max(cluster.gpus_by_type.values())
+    if sub.gpus > cluster.num_gpus:
+        raise SubmitError("gpus", f"the job asks for {sub.gpus} GPUs but this cluster has {cluster.num_gpus}")
+    if sub.gpus > biggest:
+        raise SubmitError("gpus", f"the job asks for {sub.gpus} GPUs but at most {biggest} are of one type")
+    known = controller.job_types()
+    if sub.job_type not in known:
+        shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
+        raise SubmitError("job_type", f"unknown job type '{sub.job_type}'; this server's profile knows: {shown}")
+    workdir = None
+    if sub.workdir is not None:
+        workdir = sub.workdir
+        if not os.path.isabs(workdir):
+            raise SubmitError("workdir", f"'{sub.workdir}' is not an absolute path")
+        if not os.path.isdir(workdir):
+            raise SubmitError("workdir", f"'{sub.workdir}' is not a directory on the server")
+    if sub.shell:
+        return
+    prog = sub.command[0]
+    if "/" in prog:
+        path = prog
+        if not os.path.isabs(path):
+            if workdir is None:
+                raise SubmitError("command", f"'{prog}' is a relative path but the job runs in its own folder; "
+                                             "give an absolute path or a workdir")
+            path = os.path.join(workdir, path)
+        if not os.path.isfile(path):
+            raise SubmitError("command", f"'{prog}' does not exist on the server")
+        if not os.access(path, os.X_OK):
+            raise SubmitError("command", f"'{prog}' is not executable")
+    else:
+        try:
+            found = shutil.which(prog, path=sub.env.get("PATH", os.environ.get("PATH")))
+        except (OSError, ValueError):
+            found = None
+        if found is None:
+            raise SubmitError("command", f"'{prog}' is not found on the server's PATH")
+
+
+def request_hash(sub: JobSubmission) -> str:
+    """What identifies a submission for its idempotency key: its canonical JSON."""
+    return hashlib.sha256(json.dumps(sub.model_dump(), sort_keys=True).encode()).hexdigest()

@@ -1,0 +1,25 @@
+"""The runtime's commands of ``tesserae``, one module each (``jobs`` holds jobs, show and cancel).
+
+``register(app)`` adds them to the main Typer app (``tesserae.cli`` calls it), in this order:
+the ``token`` group, then server, submit, jobs, show, cancel, logs, cluster. Heavy imports
+(FastAPI, uvicorn, the scheduler) happen inside the commands, so the client commands start fast.
+A usage mistake (a missing argument, ``--gpus two``) is reported like every other user error: one
+line on stderr and exit status 2 (``cli_help.TesseraeCommand``). A new command is a module here
+with a ``register(app)``, added to the list below.
+"""
+
+from __future__ import annotations
+
+import typer
+
+from tesserae.runtime.commands import cluster, jobs, logs, server, submit, token
+
+
+def register(app: typer.Typer) -> None:
+    """Add the runtime commands to ``app``."""
+    token.register(app)
+    server.register(app)
+    submit.register(app)
+    jobs.register(app)
+    logs.register(app)
+    cluster.register(app)

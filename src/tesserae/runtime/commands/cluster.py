@@ -1,0 +1,37 @@
+"""``tesserae cluster``: the GPUs, what runs on each, and the queue."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tesserae.cli_help import TesseraeCommand as OneLineErrors
+from tesserae.runtime.commands.common import client, console
+
+
+def register(app: typer.Typer) -> None:
+    app.command(cls=OneLineErrors)(cluster)
+
+
+def cluster(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
+    """GPUs, what runs on each, and the queue."""
+    with client() as c:
+        info = c.cluster()
+    if as_json:
+        print(json.dumps(info, indent=2))
+        return
+    counts = ", ".join(f"{n} {s}" for s, n in info["jobs"].items() if n)
+    console.print(f"[bold]{info['gpus_in_use']}/{info['gpus_total']} GPUs in use[/] ({info['cluster']}, "
+                  f"{info['gpu_source']}); policy {info['policy']}, placement {info['placement']}, rounds of "
+                  f"{info['round_seconds']:g} s; jobs: {counts or 'none'}", highlight=False)
+    table = Table(box=None, pad_edge=False)
+    for col in ("GPU", "TYPE", "DEVICE", "JOBS"):
+        table.add_column(col)
+    for g in info["gpus"]:
+        jobs_text = ", ".join(f"{j['job']} ({j['user']}{', ' + j['phase'] if j['phase'] != 'running' else ''})"
+                              for j in g["jobs"]) or "-"
+        table.add_row(str(g["id"]), g["type"], g["device"], jobs_text)
+    console.print(table)

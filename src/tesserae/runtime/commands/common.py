@@ -1,0 +1,55 @@
+"""What the runtime's client commands share: the consoles, the API client, job ids, and how a job reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+
+from tesserae.core.errors import InputError
+
+console = Console()
+err = Console(stderr=True)
+
+FINAL_STATES = ("completed", "failed", "cancelled")
+_STATE_STYLE = {"queued": "yellow", "running": "green", "preempted": "magenta", "completed": "blue",
+                "failed": "red", "cancelled": "dim"}
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{seconds:.1f}s" if seconds < 10 else f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+def iterations(job: dict[str, Any]) -> str:
+    done, total = job["iterations_done"], job["iterations_total"]
+    text = f"{done:g}"
+    return f"{text}/{total}" if total else text
+
+
+def state_text(job: dict[str, Any]) -> str:
+    value = job["state"]
+    extra = " (cancelling)" if job.get("cancel_requested") and value == "running" else ""
+    return f"[{_STATE_STYLE.get(value, '')}]{value}[/]{extra}"
+
+
+def client() -> Any:
+    from tesserae.runtime.client import Client
+
+    return Client()
+
+
+def parse_job_id(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise InputError(f"'{text}' is not a job id (a positive integer)", field="ID") from None
+    if value < 1:
+        raise InputError(f"'{text}' is not a job id (a positive integer)", field="ID")
+    return value

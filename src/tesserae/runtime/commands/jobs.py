@@ -1,0 +1,85 @@
+"""``tesserae jobs``, ``show`` and ``cancel``: your jobs, one job in detail, cancelling one."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from tesserae.cli_help import TesseraeCommand as OneLineErrors
+from tesserae.runtime.commands.common import client, console, duration, iterations, parse_job_id, state_text
+
+
+def register(app: typer.Typer) -> None:
+    for command in (jobs, show, cancel):
+        app.command(cls=OneLineErrors)(command)
+
+
+def jobs(
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    state: Annotated[str | None, typer.Option("--state", help="Only jobs in this state.")] = None,
+) -> None:
+    """List your jobs (every job for an admin)."""
+    with client() as c:
+        items = c.jobs(state)
+    if as_json:
+        print(json.dumps(items, indent=2))
+        return
+    if not items:
+        console.print("no jobs")
+        return
+    table = Table(box=None, pad_edge=False)
+    for col in ("ID", "NAME", "USER", "STATE", "GPUS", "ITERS", "WAITED", "RAN", "PREEMPT", "ON GPUS"):
+        table.add_column(col, justify="right" if col in ("ID", "GPUS", "PREEMPT") else "left")
+    for j in items:
+        table.add_row(str(j["id"]), j["name"], j["user"], state_text(j), str(j["gpus"]), iterations(j),
+                      duration(j["queueing_seconds"]), duration(j["executed_seconds"]), str(j["preemptions"]),
+                      ",".join(map(str, j["assigned_gpus"] or [])) or "-")
+    console.print(table)
+
+
+def show(
+    job_id: Annotated[str, typer.Argument(metavar="ID", help="Job id.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+) -> None:
+    """One job in detail, with its events."""
+    with client() as c:
+        j = c.show(parse_job_id(job_id))
+    if as_json:
+        print(json.dumps(j, indent=2))
+        return
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    cmd = j["command"][0] if j["shell"] else " ".join(j["command"])
+    rows = [("id", str(j["id"])), ("name", j["name"]), ("user", j["user"]), ("state", state_text(j)),
+            ("gpus", f"{j['gpus']}" + (f" (on {','.join(map(str, j['assigned_gpus']))})"
+                                       if j["assigned_gpus"] else "")),
+            ("type", j["job_type"]), ("command", cmd), ("iterations", iterations(j)),
+            ("submitted", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j["submit_time"]))),
+            ("waited", duration(j["queueing_seconds"])), ("ran", duration(j["executed_seconds"])),
+            ("jct", duration(j["jct_seconds"])), ("preemptions", str(j["preemptions"])),
+            ("migrations", str(j["migrations"]))]
+    if j["exit_code"] is not None:
+        rows.append(("exit code", str(j["exit_code"])))
+    if j["reason"]:
+        rows.append(("reason", j["reason"]))
+    for k, v in rows:
+        table.add_row(k, v)
+    console.print(table)
+    events = j.get("events") or []
+    if events:
+        console.print("[bold]events[/]")
+        t0 = j["submit_time"]
+        for e in events[-20:]:
+            console.print(f"  +{e['time'] - t0:8.1f}s  {e['kind']}", highlight=False)
+
+
+def cancel(job_id: Annotated[str, typer.Argument(metavar="ID", help="Job id.")]) -> None:
+    """Cancel a job (a running job gets SIGTERM, then SIGKILL after the grace period)."""
+    with client() as c:
+        j = c.cancel(parse_job_id(job_id))
+    console.print(f"job {j['id']}: {'cancelled' if j['state'] == 'cancelled' else 'cancelling'}")

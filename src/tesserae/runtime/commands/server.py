@@ -1,0 +1,98 @@
+"""``tesserae server``: run the controller and the HTTP API (``runtime.server``), or detach it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from tesserae.cli_help import PlacementOpt, ServerPolicyOpt
+from tesserae.cli_help import TesseraeCommand as OneLineErrors
+from tesserae.cli_options import parse_queues
+
+
+def register(app: typer.Typer) -> None:
+    app.command(cls=OneLineErrors)(server)
+
+
+def server(
+    state: Annotated[Path, typer.Option("--state", help="State folder: store, logs, checkpoints, tokens.")],
+    executor: Annotated[str, typer.Option("--executor", help="Where jobs run: local (this machine) or ray (the "
+                                          "nodes of a Ray cluster).")] = "local",
+    ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --executor ray: the Ray "
+                                                    "cluster (HOST:PORT of its head, or auto); without it a "
+                                                    "local Ray instance is started.")] = None,
+    virtual_gpus: Annotated[int | None, typer.Option("--virtual-gpus", min=1, help="Declare N fake GPUs "
+                                                     "instead of asking NVML (machines without GPUs).")] = None,
+    gpu_type: Annotated[str, typer.Option("--gpu-type", help="Type of the virtual GPUs.")] = "v100",
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free port, written "
+                                      "to server.json in the state folder).")] = 8765,
+    round_seconds: Annotated[float, typer.Option("--round-seconds", min=0.1, help="Round length (s).")] = 60.0,
+    grace_seconds: Annotated[float, typer.Option("--grace-seconds", min=0.0, help="Time between SIGTERM and "
+                                                 "SIGKILL when a job is stopped (s).")] = 30.0,
+    event_driven: Annotated[bool, typer.Option("--event-driven/--rounds-only", help="Also decide at once "
+                                               "when a job arrives, ends or is cancelled.")] = True,
+    policy: ServerPolicyOpt = "fifo",
+    placement: PlacementOpt = "consolidated",
+    packing: Annotated[bool, typer.Option("--packing", help="Let pairs of jobs share GPUs.")] = False,
+    no_backfill: Annotated[bool, typer.Option("--no-backfill", help="Stop at the first job that does not "
+                                              "fit.")] = False,
+    queues: Annotated[str | None, typer.Option("--queues", help="Tiresias queue thresholds (GPU-s).")] = None,
+    promote_knob: Annotated[float | None, typer.Option("--promote-knob", min=0.0, help="Tiresias "
+                                                       "starvation guard P.")] = None,
+    gittins_prior: Annotated[str | None, typer.Option("--gittins-prior", help="File of job GPU-times.")] = None,
+    gittins_index: Annotated[str | None, typer.Option("--gittins-index", help="tiresias (default) or "
+                                                      "paper.")] = None,
+    skew_threshold: Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew "
+                                                         "threshold.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Throughput profile.")] = None,
+    job_user: Annotated[str | None, typer.Option("--job-user", metavar="ACCOUNT", help="Run jobs as this "
+                                                 "unprivileged Unix account (the server must be root).")] = None,
+    user_map: Annotated[Path | None, typer.Option("--user-map", metavar="FILE", help="TOML [accounts] "
+                                                  "table: each Tesserae user's jobs run as their own Unix "
+                                                  "account (the server must be root).")] = None,
+    insecure_same_user: Annotated[bool, typer.Option("--insecure-same-user", help="Run jobs as the server's "
+                                                     "own account: a job can then read the admin token and "
+                                                     "the store. For a machine only you use.")] = False,
+    job_root: Annotated[Path | None, typer.Option("--job-root", metavar="DIR", help="Where jobs' own folders "
+                                                  "live (default: STATE/jobs, or STATE-jobs beside the state "
+                                                  "folder with job accounts).")] = None,
+    pass_env: Annotated[list[str] | None, typer.Option("--pass-env", metavar="NAME", help="Also give jobs this "
+                                                       "variable of the server's environment (repeatable).")
+                        ] = None,
+    cgroups: Annotated[str, typer.Option("--cgroups", metavar="auto|off", help="Track each job's processes in "
+                                         "a cgroup v2 where one is usable (auto), or by session and marker "
+                                         "only (off).")] = "auto",
+    max_body_bytes: Annotated[int, typer.Option("--max-body-bytes", min=1024, help="Largest request body the "
+                                                "API accepts.")] = 1 << 20,
+    ready_file: Annotated[Path | None, typer.Option("--ready-file", metavar="FILE", help="Write this file "
+                                                    "(url and pid) once the server answers requests.")] = None,
+    detach: Annotated[bool, typer.Option("--detach", help="Run in the background: return once the server "
+                                         "answers and the admin token is written (log: STATE/server.log).")
+                      ] = False,
+    new_store: Annotated[bool, typer.Option("--new-store", help="Begin an empty store in a state folder whose "
+                                            "store was lost (its job folders moved aside first).")] = False,
+) -> None:
+    """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
+    from tesserae.runtime.detach import DETACHED_VAR, detach_server
+    from tesserae.runtime.server import ServerOptions, say, serve
+    from tesserae.sim.runner import RunSpec
+
+    if detach:
+        detach_server(state, ready_file, say)
+        return
+    run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds, packing=packing,
+                  no_backfill=no_backfill, queues=parse_queues(queues), promote_knob=promote_knob,
+                  gittins_prior=gittins_prior, gittins_index=gittins_index, skew_threshold=skew_threshold,
+                  event_driven=event_driven)
+    serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address,
+                        virtual_gpus=virtual_gpus, gpu_type=gpu_type,
+                        host=host, port=port, grace_seconds=grace_seconds, event_driven=event_driven,
+                        profile=profile, job_user=job_user, user_map=user_map,
+                        insecure_same_user=insecure_same_user, job_root=job_root,
+                        pass_env=tuple(pass_env or ()), cgroups=cgroups, max_body_bytes=max_body_bytes,
+                        ready_file=ready_file, new_store=new_store,
+                        log_to_state=os.environ.get(DETACHED_VAR) == "1"))
