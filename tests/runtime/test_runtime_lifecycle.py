@@ -35,6 +35,8 @@ def test_preempt_resume_complete_loses_no_progress(tmp_path: Path, servers: Call
     assert done["preemptions"] == len(runs) - 1
     assert done["iterations_done"] == 100 and done["iterations_total"] == 100
     assert done["exit_code"] == 0 and done["attained_gpu_seconds"] > 0
+    # WAITED counts every wait, the one while preempted too (before: 0.0 s, the first wait only)
+    assert done["waited_seconds"] >= done["queueing_seconds"] + 0.5
     kinds = [e["kind"] for e in done["events"]]
     assert kinds.count("preempted") == done["preemptions"] and "resumed" in kinds
     log = s.client().get(f"/v1/jobs/{long_job}/logs").text

@@ -180,8 +180,10 @@ def test_a_store_of_the_previous_schema_is_upgraded(tmp_path: Path) -> None:
     """)
     old.close()
     store = Store(db)
-    assert store.meta("schema_version") == "2" and store.store_id
+    assert store.meta("schema_version") == "3" and store.store_id
     assert store.one("SELECT idempotency_key FROM jobs WHERE id=1")[0] is None
+    old_job = store.one("SELECT held, retries, after, time_limit FROM jobs WHERE id=1")
+    assert (old_job["held"], old_job["retries"], old_job["after"], old_job["time_limit"]) == (0, 0, "[]", None)
     assert store.next_job_id() == 2
     store.close()
 

@@ -13,9 +13,10 @@ submission with the same key and body returns the job the first one created (sta
 client that lost the answer can ask again without submitting twice.
 
 Here: the app, its error handlers, authentication, and the server's routes (health, whoami,
-cluster, tokens, metrics). The job routes are ``api_jobs``; the bodies and submission checks
-``api_models``; the answers ``api_views``; the dashboard (``/ui``) is ``tesserae.web``. A new group
-of routes is a module with an ``add_..._routes(app, controller, Who)``, called from ``create_app``.
+cluster, tokens, metrics). The job routes are ``api_jobs`` (hold, release and resubmit:
+``api_lifecycle``); the bodies and submission checks ``api_models``; the answers ``api_views``;
+the dashboard (``/ui``) is ``tesserae.web``. A new group of routes is a module with an
+``add_..._routes(app, controller, Who)``, called from ``create_app``.
 """
 
 
@@ -31,7 +32,9 @@ from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tesserae
+from tesserae.runtime import pending
 from tesserae.runtime.api_jobs import add_job_routes
+from tesserae.runtime.api_lifecycle import add_lifecycle_routes
 from tesserae.runtime.api_limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyLimit, SafeJSONResponse
 from tesserae.runtime.api_models import SubmitError, TokenRequest
 from tesserae.runtime.api_views import prometheus_text
@@ -112,6 +115,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
         return {"user": who.user, "admin": who.admin}
 
     add_job_routes(app, controller, Who)
+    add_lifecycle_routes(app, controller, Who)
 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(who: Who) -> dict[str, Any]:
@@ -131,6 +135,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
             counts[r["state"]] = int(r["n"])
         return {**info, "gpus": gpus, "gpus_total": len(gpus),
                 "gpus_in_use": sum(1 for g in gpus if g["jobs"]), "jobs": counts,
+                "queue": pending.queue_view(controller, None if who.admin else who.user),
                 "rounds": controller.stats.rounds, "last_decision_time": controller.stats.last_decision}
 
     @app.post("/v1/tokens", status_code=201, tags=["server"])

@@ -14,17 +14,37 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, Header, HTTPException, Query, Response
 from fastapi import Path as PathParam
 
+from tesserae.runtime import pending
 from tesserae.runtime.api_limits import ErrorBody
 from tesserae.runtime.api_models import JobSubmission, SubmitError, check_submission, default_name, request_hash
 from tesserae.runtime.api_views import job_view
 from tesserae.runtime.controller import Controller
-from tesserae.runtime.job_files import MAX_INT, read_log
-from tesserae.runtime.store import FINAL_STATES, JOB_STATES, Principal
+from tesserae.runtime.job_files import MAX_INT, read_log, tail_offset
+from tesserae.runtime.lifecycle import parse_array
+from tesserae.runtime.store import FINAL_STATES, JOB_STATES, Principal, Store
+from tesserae.runtime.submission import check_dependencies, insert_jobs, lifecycle_columns
 
 LOG_CHUNK = 1 << 20
+MAX_TAIL_LINES = 100000
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 JobId = Annotated[int, PathParam(ge=1, le=MAX_INT, description="A job id.")]
 JobState = Literal[JOB_STATES]  # type: ignore[valid-type]
+
+
+def owned_job(store: Store, job_id: int, who: Principal) -> Any:
+    """The job's row; 404 when there is none, 403 when it is another user's (unless ``who`` is an admin)."""
+    row = store.one("SELECT * FROM jobs WHERE id=?", (job_id,))
+    if row is None:
+        raise HTTPException(404, f"job {job_id} does not exist")
+    if not who.admin and row["user"] != who.user:
+        raise HTTPException(403, f"job {job_id} belongs to another user")
+    return row
+
+
+def current_run(store: Store, job_id: int) -> Any | None:
+    """The job's run that has not ended, if any."""
+    return store.one("SELECT * FROM allocations WHERE job_id=? AND phase != 'ended' ORDER BY id DESC LIMIT 1",
+                     (job_id,))
 
 
 def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
@@ -32,16 +52,10 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     store = controller.store
 
     def own_job(job_id: int, who: Principal) -> Any:
-        row = store.one("SELECT * FROM jobs WHERE id=?", (job_id,))
-        if row is None:
-            raise HTTPException(404, f"job {job_id} does not exist")
-        if not who.admin and row["user"] != who.user:
-            raise HTTPException(403, f"job {job_id} belongs to another user")
-        return row
+        return owned_job(store, job_id, who)
 
     def live_allocation(job_id: int) -> Any | None:
-        return store.one("SELECT * FROM allocations WHERE job_id=? AND phase != 'ended' ORDER BY id DESC LIMIT 1",
-                         (job_id,))
+        return current_run(store, job_id)
 
     job_links = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/id"}}
                  for name, op in (("ShowJob", "show_v1_jobs__job_id__get"),
@@ -72,18 +86,17 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
             controller.isolation.account_for(who.user)
         except PermissionError as e:
             raise HTTPException(403, str(e)) from None
+        check_dependencies(store, sub, who)
         now = time.time()
+        columns = {"user": who.user, "name": sub.name or default_name(sub.command), "job_type": sub.job_type,
+                   "num_gpus": sub.gpus, "command": json.dumps(sub.command), "shell": int(sub.shell),
+                   "env": json.dumps(sub.env), "workdir": sub.workdir, "nproc": sub.nproc,
+                   "iterations": sub.iterations, "state": "queued", "submit_time": now, "last_stop": now,
+                   "idempotency_key": idempotency_key, "request_hash": digest, **lifecycle_columns(sub)}
         try:
-            with store.tx() as c:
-                controller.reserve_job_id(store.next_job_id())
-                job_id = int(c.execute(
-                    "INSERT INTO jobs (user, name, job_type, num_gpus, command, shell, env, workdir, nproc, "
-                    "iterations, state, submit_time, last_stop, idempotency_key, request_hash) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
-                    (who.user, sub.name or default_name(sub.command), sub.job_type, sub.gpus,
-                     json.dumps(sub.command), int(sub.shell), json.dumps(sub.env), sub.workdir, sub.nproc,
-                     sub.iterations, now, now, idempotency_key, digest)).lastrowid)
-                store.event(job_id, "submitted", {"by": who.user, "gpus": sub.gpus}, now)
+            with store.tx():
+                job_ids = insert_jobs(store, controller.reserve_job_id, columns,
+                                      parse_array(sub.array) if sub.array is not None else None)
         except sqlite3.IntegrityError:  # the same key, submitted concurrently: the other request won
             replay = _replay(who, idempotency_key or "", digest)
             if replay is None:
@@ -91,8 +104,8 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
             response.status_code = 200
             return replay
         controller.wake()
-        row = store.one("SELECT * FROM jobs WHERE id=?", (job_id,))
-        return job_view(row, None)
+        row = store.one("SELECT * FROM jobs WHERE id=?", (job_ids[0],))
+        return {**job_view(row, None), "array_job_ids": job_ids if sub.array is not None else None}
 
     def _replay(who: Principal, key: str, digest: str) -> dict[str, Any] | None:
         row = store.one("SELECT * FROM jobs WHERE user=? AND idempotency_key=?", (who.user, key))
@@ -101,7 +114,9 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
         if row["request_hash"] != digest:
             raise HTTPException(409, f"this Idempotency-Key was already used for another submission (job "
                                      f"{row['id']}); use a new key for a new job")
-        return job_view(row, live_allocation(int(row["id"])))
+        tasks = None if row["array_job"] is None else [int(r["id"]) for r in store.query(
+            "SELECT id FROM jobs WHERE array_job=? ORDER BY id", (row["id"],))]
+        return {**job_view(row, live_allocation(int(row["id"]))), "array_job_ids": tasks}
 
     @app.get("/v1/jobs", tags=["jobs"])
     def list_jobs(who: Who,
@@ -117,13 +132,15 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
             params.append(state)
         rows = store.query(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
         allocs = {int(a["job_id"]): a for a in store.query("SELECT * FROM allocations WHERE phase != 'ended'")}
-        return {"jobs": [job_view(r, allocs.get(int(r["id"]))) for r in reversed(rows)]}
+        waits = pending.describe(controller)
+        return {"jobs": [job_view(r, allocs.get(int(r["id"])), pending=waits.get(int(r["id"])))
+                         for r in reversed(rows)]}
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def show(job_id: JobId, who: Who) -> dict[str, Any]:
         row = own_job(job_id, who)
         events = store.query("SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,))
-        return job_view(row, live_allocation(job_id), events)
+        return job_view(row, live_allocation(job_id), events, pending.describe(controller).get(job_id))
 
     @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"],
               responses={409: {"model": ErrorBody, "description": "The job has already ended."}})
@@ -139,10 +156,16 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "The log bytes from `offset` (at most `limit`)."}})
     def logs(job_id: JobId, who: Who, offset: Annotated[int, Query(ge=0, le=MAX_INT)] = 0,
-             limit: Annotated[int, Query(ge=1, le=LOG_CHUNK)] = LOG_CHUNK) -> Response:
-        """The job's output (stdout and stderr of every run) from byte ``offset``; the next offset is in
-        the ``X-Next-Offset`` header and the job's state in ``X-Job-State``."""
+             limit: Annotated[int, Query(ge=1, le=LOG_CHUNK)] = LOG_CHUNK,
+             tail: Annotated[int | None, Query(ge=1, le=MAX_TAIL_LINES, description="Only the last N lines "
+                                               "(within the last MiB); `offset` is then ignored.")] = None,
+             ) -> Response:
+        """The job's output (stdout and stderr of every run, every rank) from byte ``offset``; the next
+        offset is in the ``X-Next-Offset`` header and the job's state in ``X-Job-State``."""
         row = own_job(job_id, who)
-        data = read_log(controller.log_path(job_id), offset, limit)
+        path = controller.log_path(job_id)
+        if tail is not None:
+            offset = tail_offset(path, tail, LOG_CHUNK)
+        data = read_log(path, offset, limit)
         return Response(content=data, media_type="text/plain; charset=utf-8",
                         headers={"X-Next-Offset": str(offset + len(data)), "X-Job-State": row["state"]})

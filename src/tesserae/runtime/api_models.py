@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Annotated
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tesserae.runtime.api_limits import BoundedInt, SafeStr
+from tesserae.runtime.lifecycle import MAX_BACKOFF, MAX_DEPENDENCIES, MAX_RETRIES, MAX_TIME_LIMIT, parse_array
 
 if TYPE_CHECKING:
     from tesserae.runtime.controller import Controller
@@ -51,6 +52,20 @@ class JobSubmission(BaseModel):
                                                 "private folder of the job).")
     shell: bool = Field(False, description="Run `command[0]` with /bin/sh -c.")
     nproc: int = Field(1, ge=1, le=64, description="Copies of the command to start (RANK 0..nproc-1).")
+    time_limit: float | None = Field(None, gt=0, le=MAX_TIME_LIMIT, description="Most run time (seconds, summed "
+                                     "over its runs); past it the job is stopped and fails.")
+    retries: int = Field(0, ge=0, le=MAX_RETRIES, description="Requeue a failed run up to this many times.")
+    retry_backoff: float = Field(10.0, ge=0, le=MAX_BACKOFF, description="Seconds before the first retry; "
+                                 "doubled at each next one (at most an hour).")
+    after: list[BoundedInt] = Field(default_factory=list, max_length=MAX_DEPENDENCIES,
+                                    description="Start only after these jobs have ended (in any way).")
+    after_ok: list[BoundedInt] = Field(default_factory=list, max_length=MAX_DEPENDENCIES,
+                                       description="Start only after these jobs have completed; cancelled if one "
+                                                   "fails or is cancelled.")
+    array: str | None = Field(None, min_length=1, max_length=200, pattern=r"^[0-9,:\- ]+$",
+                              description="A job array: one job per index (0-99, 0-99:2, 1,3,5); each gets "
+                                          "TESSERAE_ARRAY_INDEX.")
+    hold: bool = Field(False, description="Submit held: it is not scheduled until released.")
 
     @field_validator("command")
     @classmethod
@@ -70,6 +85,13 @@ class JobSubmission(BaseModel):
                 raise ValueError(f"'{key}' is not a valid environment variable name")
             if key.startswith("TESSERAE_") or key in RESERVED_ENV:
                 raise ValueError(f"{key} is set by Tesserae for every job and cannot be overridden")
+        return v
+
+    @field_validator("array")
+    @classmethod
+    def _array(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_array(v)
         return v
 
     @model_validator(mode="after")
@@ -119,6 +141,8 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
             raise SubmitError("workdir", f"'{sub.workdir}' is not an absolute path")
         if not os.path.isdir(workdir):
             raise SubmitError("workdir", f"'{sub.workdir}' is not a directory on the server")
+    if len(set(sub.after) | set(sub.after_ok)) > MAX_DEPENDENCIES:
+        raise SubmitError("after", f"a job has at most {MAX_DEPENDENCIES} dependencies")
     if sub.shell:
         return
     prog = sub.command[0]

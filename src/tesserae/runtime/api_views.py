@@ -11,6 +11,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from tesserae.runtime import lifecycle
+from tesserae.runtime.pending import Pending
 from tesserae.runtime.store import JOB_STATES
 
 if TYPE_CHECKING:
@@ -26,7 +28,11 @@ def _finite(v: Any) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def job_view(row: Any, allocation: Any | None, events: list[Any] | None = None) -> dict[str, Any]:
+def job_view(row: Any, allocation: Any | None, events: list[Any] | None = None,
+             pending: Pending | None = None) -> dict[str, Any]:
+    """A job as the API shows it. ``waited_seconds`` is all its time not running, up to now or its end
+    (every wait, before its first start and after each preemption); ``pending`` is its place in the
+    queue while it waits (``pending.describe``)."""
     now = time.time()
     executed, attained = float(row["executed"]), float(row["attained"])
     gpus = None
@@ -66,12 +72,26 @@ def job_view(row: Any, allocation: Any | None, events: list[Any] | None = None) 
         "reason": row["reason"],
         "cancel_requested": bool(row["cancel_requested"]),
         "assigned_gpus": gpus,
+        "waited_seconds": max(0.0, (now if finish is None else finish) - submit - executed),
+        "queue_position": None if pending is None else pending.position,
+        "pending_reason": None if pending is None else pending.reason,
+        **lifecycle_view(row),
     }
     if events is not None:
         view["events"] = [{"time": float(e["time"]), "kind": e["kind"],
                            "detail": json.loads(e["detail"]) if e["detail"].startswith("{") else e["detail"]}
                           for e in events]
     return view
+
+
+def lifecycle_view(row: Any) -> dict[str, Any]:
+    """The job's lifecycle controls (``lifecycle``)."""
+    deps = lifecycle.dependencies(row)
+    return {"time_limit_seconds": _num(row["time_limit"]), "retries": int(row["retries"]),
+            "retries_used": int(row["retries_used"]), "retry_backoff_seconds": float(row["retry_backoff"]),
+            "held": bool(row["held"]), "after": [j for j, kind in deps if kind == "any"],
+            "after_ok": [j for j, kind in deps if kind == "ok"], "array_job": row["array_job"],
+            "array_index": row["array_index"], "resubmit_of": row["resubmit_of"]}
 
 
 def prometheus_text(controller: Controller) -> str:

@@ -160,10 +160,16 @@ class Client:
         return self.call("GET", f"/v1/jobs/{job_id}").json()
 
     def cancel(self, job_id: int) -> dict[str, Any]:
-        return self.call("POST", f"/v1/jobs/{job_id}/cancel").json()
+        return self.job_action(job_id, "cancel")
 
-    def logs(self, job_id: int, offset: int = 0) -> tuple[bytes, int, str]:
-        r = self.call("GET", f"/v1/jobs/{job_id}/logs", params={"offset": offset})
+    def job_action(self, job_id: int, action: str) -> dict[str, Any]:
+        """``POST /v1/jobs/ID/ACTION``: cancel, hold, release or resubmit."""
+        return self.call("POST", f"/v1/jobs/{job_id}/{action}").json()
+
+    def logs(self, job_id: int, offset: int = 0, tail: int | None = None) -> tuple[bytes, int, str]:
+        """Log bytes from ``offset`` (or the last ``tail`` lines), the next offset, the job's state."""
+        params = {"offset": offset} if tail is None else {"tail": tail}
+        r = self.call("GET", f"/v1/jobs/{job_id}/logs", params=params)
         return r.content, int(r.headers.get("X-Next-Offset", offset + len(r.content))), r.headers.get(
             "X-Job-State", "")
 

@@ -86,6 +86,9 @@ def contract(job: Mapping[str, Any], workspace: Path, gpus: tuple[int, ...], run
         env["TESSERAE_ITERATIONS"] = str(job["iterations"])
     if strategy:
         env["TESSERAE_STRATEGY"] = strategy
+    if "array_index" in job.keys() and job["array_index"] is not None:  # noqa: SIM118 (a sqlite3.Row's `in` is its values)
+        env["TESSERAE_ARRAY_INDEX"] = str(job["array_index"])
+        env["TESSERAE_ARRAY_JOB_ID"] = str(job["array_job"])
     return env
 
 

@@ -170,3 +170,27 @@ def read_log(path: Path, offset: int, limit: int) -> bytes:
         return b""
     finally:
         os.close(fd)
+
+
+def tail_offset(path: Path, lines: int, window: int) -> int:
+    """Where the last ``lines`` lines of a job's log begin, looking back at most ``window`` bytes: a
+    longer tail starts at the first line that begins inside that window (or, when none does, at the
+    window's start). 0 when the log is missing or shorter."""
+    fd = open_regular(path)
+    if fd is None:
+        return 0
+    try:
+        size = os.fstat(fd).st_size
+        start = max(0, size - window)
+        data = os.pread(fd, size - start, start)
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)  # a last line without its newline counts
+    for _ in range(lines):
+        end = data.rfind(b"\n", 0, end)
+        if end < 0:
+            first = data.find(b"\n")
+            return start if start == 0 or first < 0 or first == len(data) - 1 else start + first + 1
+    return start + end + 1

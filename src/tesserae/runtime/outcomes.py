@@ -3,8 +3,8 @@
 A run ends with an exit code (its launcher's record), with none (lost: its launcher was killed,
 its node or agent died), or with a failure to start. What that means for the job depends on why
 it was stopping, if it was: an asked-for stop (preempt, migrate) requeues it, a cancellation
-cancels it, and an unasked exit with the preemption code requeues it a few times before it counts
-as a failure.
+cancels it, a time limit (``lifecycle``) fails it, and an unasked exit with the preemption code
+requeues it a few times before it counts as a failure.
 """
 
 from __future__ import annotations
@@ -43,6 +43,8 @@ def classify(job: Mapping[str, Any], stop_reason: str | None, code: int | None,
         return "completed", "completed", ""
     if why == "cancel" or job["cancel_requested"]:
         return "cancelled", "cancelled", job["reason"] or "cancelled on request"
+    if why == "timeout":
+        return "failed", "timed-out", f"reached its time limit ({float(job['time_limit']):g} s of run time)"
     if why in ("preempt", "migrate"):
         return "preempted", "preempted" if why == "preempt" else "migrated", ""
     if code is None:

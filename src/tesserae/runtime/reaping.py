@@ -1,5 +1,5 @@
 """Watching the runs every tick: reap the ended ones, escalate overdue stops, act on cancellations,
-record progress.
+record progress, stop the jobs past their time limit.
 
 A run has ended when its executor says so (``exited``); its exit code is the record its launcher
 left (none: lost, the job is requeued). A run whose launcher has exited may still have processes
@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 
+from tesserae.runtime import lifecycle
 from tesserae.runtime.runs import Live, RunBook
 
 #: After SIGKILL, how long a run may take to disappear before it is written off as lost.
@@ -37,6 +38,7 @@ class Reaper:
         if periodic:
             self._last_progress = now
             self._progress()
+            self._time_limits(now)
         return changed
 
     def _reap(self, now: float) -> None:
@@ -68,6 +70,19 @@ class Reaper:
             live = runs.live.get(row["id"])
             if live is not None and live.phase == "running":
                 runs.begin_stop(live, "cancel", now)
+
+    def _time_limits(self, now: float) -> None:
+        """Stop the running jobs past their time limit (``lifecycle``; checked each second)."""
+        runs = self.runs
+        limits = {int(r["id"]): (float(r["executed"]), float(r["time_limit"])) for r in runs.store.query(
+            "SELECT id, executed, time_limit FROM jobs WHERE state='running' AND time_limit IS NOT NULL "
+            "AND cancel_requested=0")}
+        for live in list(runs.live.values()):
+            if live.phase == "running" and live.job_id in limits:
+                executed, limit = limits[live.job_id]
+                if lifecycle.timed_out(executed, now - live.start_time, limit):
+                    runs.log(f"job {live.job_id}: reached its time limit of {limit:g} s; stopping it")
+                    runs.begin_stop(live, "timeout", now)
 
     def _progress(self) -> None:
         runs = self.runs

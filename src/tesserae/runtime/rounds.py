@@ -3,7 +3,8 @@
 Each decision rebuilds a ``JobTable`` from the store (row i = the i-th job ever submitted, so
 rows are stable across rounds and restarts), computes attained service and executed time from
 the recorded run intervals (an open run counts up to now), takes the progress each job reported
-(iterations), and calls ``Scheduler.decide`` with the running jobs' current assignments.
+(iterations), leaves out the waiting jobs a lifecycle control blocks (``lifecycle.blocked``: held,
+a dependency, a retry's backoff), and calls ``Scheduler.decide`` with the running jobs' current assignments.
 
 Before it, the executor's new view of the cluster is taken, if it has one (nodes joined or left):
 the Scheduler is rebuilt on it (same policy and placement objects, so their per-job state
@@ -24,6 +25,7 @@ import numpy as np
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
+from tesserae.runtime import lifecycle
 from tesserae.runtime.executor import Executor
 from tesserae.runtime.runs import Live, RunBook
 from tesserae.runtime.store import ACTIVE_STATES, FINAL_STATES, Store
@@ -91,12 +93,16 @@ class Rounds:
         self.types: list[str] = [*sorted(scheduler.model.job_types()), "generic"]
         #: When the policy wants to decide again by itself (a demotion, say), in wall-clock time.
         self.next_event = math.inf
+        #: When the first retry's backoff ends (``lifecycle``): a decision is due then.
+        self.retry_due = math.inf
         #: Called with the new Cluster when the executor's view changed (the server's info).
         self.on_cluster_change: Callable[[Cluster], None] | None = None
 
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
         """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
         rows = self.store.query("SELECT * FROM jobs ORDER BY id")
+        if lifecycle.cancel_unsatisfiable(self.store, rows, now):
+            rows = self.store.query("SELECT * FROM jobs ORDER BY id")
         e = self.epoch
         known = set(self.types)
         specs = [JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]),
@@ -107,6 +113,11 @@ class Rounds:
         row_of = {int(r["id"]): i for i, r in enumerate(rows)}
         running = self.runs.running()
         active = fill_rows(table, rows, running, now, e)
+        states = {int(r["id"]): str(r["state"]) for r in rows}
+        self.retry_due = min((float(r["retry_at"]) for r in rows if r["state"] in ACTIVE_STATES
+                              and r["retry_at"] is not None and float(r["retry_at"]) > now), default=math.inf)
+        active = [i for i in active if int(rows[i]["id"]) in running
+                  or lifecycle.blocked(rows[i], states, now) is None]  # held, dependencies, retry backoff
         previous = {row_of[live.job_id]: Assignment(row_of[live.job_id], live.gpus,
                                                     row_of.get(live.partner) if live.partner is not None
                                                     else None, live.strategy)
@@ -139,7 +150,7 @@ class Rounds:
                 self.scheduler.policy.on_finish(table, int(rows[0]), rel)
         self.runs.finished.clear()
         if active.size == 0:
-            self.next_event = math.inf
+            self.next_event = self.retry_due
             self._record(now, 0.0, None)
             return None
         c0 = time.perf_counter()
@@ -148,7 +159,7 @@ class Rounds:
         self._record(now, seconds, plan)
         running_rows = np.fromiter(plan.assignments, dtype=np.int64, count=len(plan.assignments))
         ev = self.scheduler.policy.next_event(table, active, running_rows, rel)
-        self.next_event = self.epoch + ev if ev > rel else math.inf
+        self.next_event = min(self.epoch + ev if ev > rel else math.inf, self.retry_due)
         return plan, table
 
     def take_view(self) -> bool:

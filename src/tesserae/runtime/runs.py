@@ -9,8 +9,8 @@ leaves the store saying what may exist (``reconcile`` settles it at the next sta
   is recorded and the run is ``running``;
 - ``begin_stop``: the run is recorded ``stopping`` with its deadline (``stop-intent``), then it
   gets SIGTERM (``stop``); SIGKILL after the grace period is the reaper's (``reaping``);
-- ``close``: the run's end, the job's new state (``outcomes.classify``), its attained service and
-  an event, in one transaction (``closed``).
+- ``close``: the run's end, the job's new state (``outcomes.classify``, then ``lifecycle.retry``),
+  its attained service and an event, in one transaction (``closed``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tesserae.runtime import job_env
+from tesserae.runtime import job_env, lifecycle
 from tesserae.runtime.executor import Executor, Launch, Run
 from tesserae.runtime.faults import Faults
 from tesserae.runtime.isolation import Isolation, prepare_workspace
@@ -171,6 +171,7 @@ class RunBook:
         assert job is not None
         progress, total = self.paths.read_progress(live.job_id)
         state, outcome, reason = classify(job, live.stop_reason, code, failure)
+        state, reason, retry_at = lifecycle.retry(job, state, outcome, reason, end)
         held = max(0.0, end - live.start_time)
         final = state in FINAL_STATES
         with self.store.tx() as c:
@@ -180,12 +181,15 @@ class RunBook:
                 "UPDATE jobs SET state=?, attained=attained+?, executed=executed+?, last_stop=?, "
                 "progress=COALESCE(?, progress), total_reported=COALESCE(?, total_reported), exit_code=?, "
                 "reason=?, finish_time=?, preemptions=preemptions+?, migrations=migrations+?, "
-                "requeues=requeues+? WHERE id=?",
+                "requeues=requeues+?, retries_used=retries_used+?, retry_at=COALESCE(?, retry_at) WHERE id=?",
                 (state, held * int(job["num_gpus"]), held, end, progress, total, code, reason,
                  end if final else None, int(outcome == "preempted"), int(outcome == "migrated"),
-                 int(outcome == "requeued"), live.job_id))
+                 int(outcome == "requeued"), int(retry_at is not None), retry_at, live.job_id))
             self.store.event(live.job_id, outcome, {"allocation": live.alloc_id, "exit_code": code,
                                                     "seconds": round(held, 3)}, end)
+            if retry_at is not None:
+                self.store.event(live.job_id, "retrying", {"at": retry_at, "attempt": int(job["retries_used"]) + 1},
+                                 end)
         self.faults.hit("closed")
         self.live.pop(live.alloc_id, None)
         self.executor.release(str(live.run_dir))
@@ -193,5 +197,5 @@ class RunBook:
         self.paths.append_log(live.job_id, f"run {live.alloc_id} ended: {outcome} ({exit_text})")
         if final:
             self.finished.append(live.job_id)
-        if final or outcome in ("lost", "requeued"):
+        if final or outcome in ("lost", "requeued") or retry_at is not None:
             self.wake()

@@ -34,7 +34,7 @@ from tesserae.core.errors import InputError
 from tesserae.runtime.store_integrity import new_store_id
 
 DB_NAME = "tesserae.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TOKEN_PREFIX = "tsr_"
 
 JOB_STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -87,7 +87,17 @@ CREATE TABLE IF NOT EXISTS jobs (
     reason TEXT NOT NULL DEFAULT '',
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     idempotency_key TEXT,
-    request_hash TEXT
+    request_hash TEXT,
+    time_limit REAL,
+    retries INTEGER NOT NULL DEFAULT 0,
+    retry_backoff REAL NOT NULL DEFAULT 10,
+    retries_used INTEGER NOT NULL DEFAULT 0,
+    retry_at REAL,
+    held INTEGER NOT NULL DEFAULT 0,
+    after TEXT NOT NULL DEFAULT '[]',
+    array_job INTEGER,
+    array_index INTEGER,
+    resubmit_of INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user);
@@ -119,12 +129,28 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 """
-# Version 1 -> 2: submissions carry an idempotency key.
-_MIGRATE_V1 = """
+#: Version N -> N+1. 1 -> 2: submissions carry an idempotency key. 2 -> 3: lifecycle controls
+#: (``lifecycle``: time limit, retries, hold, dependencies, arrays, resubmission).
+_MIGRATIONS = {
+    1: """
 ALTER TABLE jobs ADD COLUMN idempotency_key TEXT;
 ALTER TABLE jobs ADD COLUMN request_hash TEXT;
-"""
+""",
+    2: """
+ALTER TABLE jobs ADD COLUMN time_limit REAL;
+ALTER TABLE jobs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN retry_backoff REAL NOT NULL DEFAULT 10;
+ALTER TABLE jobs ADD COLUMN retries_used INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN retry_at REAL;
+ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN after TEXT NOT NULL DEFAULT '[]';
+ALTER TABLE jobs ADD COLUMN array_job INTEGER;
+ALTER TABLE jobs ADD COLUMN array_index INTEGER;
+ALTER TABLE jobs ADD COLUMN resubmit_of INTEGER;
+""",
+}
 _INDEXES = """
+CREATE INDEX IF NOT EXISTS jobs_finish ON jobs(finish_time);
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_idempotency ON jobs(user, idempotency_key) WHERE idempotency_key IS NOT NULL;
 """
 
@@ -191,8 +217,9 @@ class Store:
             if self._first_job_id > 1:  # ids of a lost store are never handed out again
                 self._conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)",
                                    (self._first_job_id - 1,))
-        elif int(row[0]) == 1:
-            self._run_script(_MIGRATE_V1)
+        elif int(row[0]) in _MIGRATIONS:
+            for version in range(int(row[0]), SCHEMA_VERSION):
+                self._run_script(_MIGRATIONS[version])
             self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
             raise InputError(f"{self.path} has schema version {row[0]}; this Tesserae reads version "

@@ -1,8 +1,9 @@
 """The runtime's commands of ``tesserae``, one module each (``jobs`` holds jobs, show and cancel).
 
 ``register(app)`` adds them to the main Typer app (``tesserae.cli`` calls it), in this order:
-the ``token`` group, then server, submit, jobs, show, cancel, logs, cluster. Heavy imports
-(FastAPI, uvicorn, the scheduler) happen inside the commands, so the client commands start fast.
+the ``token`` group, then server, submit, jobs, show, cancel, hold, release, resubmit, logs,
+cluster. Heavy imports (FastAPI, uvicorn, the scheduler) happen inside the commands, so the
+client commands start fast.
 A usage mistake (a missing argument, ``--gpus two``) is reported like every other user error: one
 line on stderr and exit status 2 (``cli_help.TesseraeCommand``). A new command is a module here
 with a ``register(app)``, added to the list below.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from tesserae.runtime.commands import cluster, jobs, logs, server, submit, token
+from tesserae.runtime.commands import cluster, jobs, lifecycle, logs, server, submit, token
 
 
 def register(app: typer.Typer) -> None:
@@ -21,5 +22,6 @@ def register(app: typer.Typer) -> None:
     server.register(app)
     submit.register(app)
     jobs.register(app)
+    lifecycle.register(app)
     logs.register(app)
     cluster.register(app)

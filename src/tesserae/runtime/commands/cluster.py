@@ -1,4 +1,4 @@
-"""``tesserae cluster``: the GPUs, what runs on each, and the queue."""
+"""``tesserae cluster``: the GPUs, what runs on each, and the queue (waiting jobs in order, with why they wait)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,10 @@ import typer
 from rich.table import Table
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
-from tesserae.runtime.commands.common import client, console
+from tesserae.runtime.commands.common import client, console, duration
+
+#: Most waiting jobs the table shows.
+MAX_SHOWN = 50
 
 
 def register(app: typer.Typer) -> None:
@@ -35,3 +38,15 @@ def cluster(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
                               for j in g["jobs"]) or "-"
         table.add_row(str(g["id"]), g["type"], g["device"], jobs_text)
     console.print(table)
+    queue = info.get("queue") or []
+    console.print(f"[bold]queue[/]: {len(queue)} waiting" + ("" if queue else " (empty)"), highlight=False)
+    if queue:
+        waiting = Table(box=None, pad_edge=False)
+        for col in ("#", "ID", "NAME", "USER", "STATE", "GPUS", "WAITED", "WHY"):
+            waiting.add_column(col, justify="right" if col in ("#", "ID", "GPUS") else "left")
+        for j in queue[:MAX_SHOWN]:
+            waiting.add_row(str(j["position"] or "-"), str(j["id"]), j["name"] or "-", j["user"], j["state"],
+                            str(j["gpus"]), duration(j["waited_seconds"]), j["reason"])
+        console.print(waiting)
+        if len(queue) > MAX_SHOWN:
+            console.print(f"... and {len(queue) - MAX_SHOWN} more (tesserae jobs --state queued)", highlight=False)

@@ -45,11 +45,11 @@ def client() -> Any:
     return Client()
 
 
-def parse_job_id(text: str) -> int:
+def parse_job_id(text: str, field: str = "ID") -> int:
     try:
         value = int(text)
     except ValueError:
-        raise InputError(f"'{text}' is not a job id (a positive integer)", field="ID") from None
-    if value < 1:
-        raise InputError(f"'{text}' is not a job id (a positive integer)", field="ID")
+        raise InputError(f"'{text}' is not a job id (a positive integer)", field=field) from None
+    if not 1 <= value <= 2**53:
+        raise InputError(f"'{text}' is not a job id (a positive integer)", field=field)
     return value

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -32,13 +32,21 @@ def jobs(
         console.print("no jobs")
         return
     table = Table(box=None, pad_edge=False)
-    for col in ("ID", "NAME", "USER", "STATE", "GPUS", "ITERS", "WAITED", "RAN", "PREEMPT", "ON GPUS"):
+    for col in ("ID", "NAME", "USER", "STATE", "GPUS", "ITERS", "WAITED", "RAN", "PREEMPT", "ON GPUS / WHY"):
         table.add_column(col, justify="right" if col in ("ID", "GPUS", "PREEMPT") else "left")
     for j in items:
         table.add_row(str(j["id"]), j["name"], j["user"], state_text(j), str(j["gpus"]), iterations(j),
-                      duration(j["queueing_seconds"]), duration(j["executed_seconds"]), str(j["preemptions"]),
-                      ",".join(map(str, j["assigned_gpus"] or [])) or "-")
+                      duration(j["waited_seconds"]), duration(j["executed_seconds"]), str(j["preemptions"]),
+                      ",".join(map(str, j["assigned_gpus"] or [])) or why(j))
     console.print(table)
+
+
+def why(job: dict[str, Any]) -> str:
+    """A waiting job's queue position and reason; an ended job's reason."""
+    if job.get("pending_reason"):
+        position = job.get("queue_position")
+        return (f"#{position} " if position else "") + job["pending_reason"]
+    return job.get("reason") or "-"
 
 
 def show(
@@ -60,13 +68,18 @@ def show(
                                        if j["assigned_gpus"] else "")),
             ("type", j["job_type"]), ("command", cmd), ("iterations", iterations(j)),
             ("submitted", time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(j["submit_time"]))),
-            ("waited", duration(j["queueing_seconds"])), ("ran", duration(j["executed_seconds"])),
+            ("waited", duration(j["waited_seconds"]) + (f" (first start after {duration(j['queueing_seconds'])})"
+                                                       if j["preemptions"] else "")),
+            ("ran", duration(j["executed_seconds"])),
             ("jct", duration(j["jct_seconds"])), ("preemptions", str(j["preemptions"])),
             ("migrations", str(j["migrations"]))]
     if j["exit_code"] is not None:
         rows.append(("exit code", str(j["exit_code"])))
-    if j["reason"]:
+    if j.get("pending_reason"):
+        rows.append(("waiting", why(j)))
+    elif j["reason"]:
         rows.append(("reason", j["reason"]))
+    rows += lifecycle_rows(j)
     for k, v in rows:
         table.add_row(k, v)
     console.print(table)
@@ -76,6 +89,26 @@ def show(
         t0 = j["submit_time"]
         for e in events[-20:]:
             console.print(f"  +{e['time'] - t0:8.1f}s  {e['kind']}", highlight=False)
+
+
+def lifecycle_rows(j: dict[str, Any]) -> list[tuple[str, str]]:
+    """The lifecycle controls a job was given (``runtime.lifecycle``)."""
+    rows = []
+    if j.get("time_limit_seconds") is not None:
+        rows.append(("time limit", duration(j["time_limit_seconds"])))
+    if j.get("retries"):
+        rows.append(("retries", f"{j['retries_used']} of {j['retries']} used (backoff from "
+                                f"{duration(j['retry_backoff_seconds'])})"))
+    for key, label in (("after", "after"), ("after_ok", "after ok")):
+        if j.get(key):
+            rows.append((label, ", ".join(map(str, j[key]))))
+    if j.get("array_index") is not None:
+        rows.append(("array", f"task {j['array_index']} of array {j['array_job']}"))
+    if j.get("held"):
+        rows.append(("held", "yes"))
+    if j.get("resubmit_of") is not None:
+        rows.append(("resubmit of", str(j["resubmit_of"])))
+    return rows
 
 
 def cancel(job_id: Annotated[str, typer.Argument(metavar="ID", help="Job id.")]) -> None:

@@ -9,7 +9,8 @@ import typer
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.core.errors import InputError
-from tesserae.runtime.commands.common import client, err
+from tesserae.runtime.commands.common import client, err, parse_job_id
+from tesserae.runtime.lifecycle import MAX_RETRIES, parse_array, parse_duration
 
 
 def register(app: typer.Typer) -> None:
@@ -25,6 +26,42 @@ def _warn_relative_paths(args: list[str], job_id: int) -> None:
         err.print(f"note: job {job_id} runs in its own folder on the server, where '{here[0]}' (a path relative to "
                   f"this folder) will not be found; give $PWD/{here[0]} or submit with --workdir .",
                   highlight=False, markup=False, soft_wrap=True)
+
+
+def _duration(text: str, field: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise InputError(str(e), field=field) from None
+
+
+def _job_ids(items: list[str] | None, field: str) -> list[int]:
+    return [parse_job_id(part.strip(), field) for item in items or [] for part in item.split(",") if part.strip()]
+
+
+def lifecycle_payload(time_limit: str | None, retries: int, retry_backoff: str, after: list[str] | None,
+                      after_ok: list[str] | None, array: str | None, hold: bool) -> dict[str, Any]:
+    """The submission's lifecycle fields (``runtime.lifecycle``) from the command line, checked here."""
+    out: dict[str, Any] = {}
+    if time_limit is not None:
+        out["time_limit"] = _duration(time_limit, "--time-limit")
+    if retries:
+        out["retries"] = retries
+        out["retry_backoff"] = 0.0 if retry_backoff.strip() in ("0", "0s") else _duration(retry_backoff,
+                                                                                         "--retry-backoff")
+    if after:
+        out["after"] = _job_ids(after, "--after")
+    if after_ok:
+        out["after_ok"] = _job_ids(after_ok, "--after-ok")
+    if array is not None:
+        try:
+            parse_array(array)
+        except ValueError as e:
+            raise InputError(str(e), field="--array") from None
+        out["array"] = array
+    if hold:
+        out["hold"] = True
+    return out
 
 
 def submit(
@@ -45,6 +82,23 @@ def submit(
                                                         "most once per KEY (default: a fresh key, so retries "
                                                         "of this command's request never submit twice).")
                                ] = None,
+    time_limit: Annotated[str | None, typer.Option("--time-limit", metavar="DURATION", help="Most run time "
+                                                   "(90s, 30m, 2h, 1d, HH:MM:SS), summed over its runs; past it "
+                                                   "the job is stopped and fails.")] = None,
+    retries: Annotated[int, typer.Option("--retries", min=0, max=MAX_RETRIES, help="Requeue a failed run up to "
+                                         "N times.")] = 0,
+    retry_backoff: Annotated[str, typer.Option("--retry-backoff", metavar="DURATION", help="Wait before the "
+                                               "first retry, doubled at each next one.")] = "10s",
+    after: Annotated[list[str] | None, typer.Option("--after", metavar="ID[,ID...]", help="Start after these "
+                                                    "jobs have ended (repeatable).")] = None,
+    after_ok: Annotated[list[str] | None, typer.Option("--after-ok", metavar="ID[,ID...]", help="Start after "
+                                                       "these jobs have completed; cancelled if one does not "
+                                                       "(repeatable).")] = None,
+    array: Annotated[str | None, typer.Option("--array", metavar="RANGE", help="One job per index (0-99, "
+                                              "0-99:2, 1,3,5); each gets TESSERAE_ARRAY_INDEX. Prints every "
+                                              "id.")] = None,
+    hold: Annotated[bool, typer.Option("--hold", help="Submit held: not scheduled until 'tesserae release "
+                                       "ID'.")] = False,
 ) -> None:
     """Submit a job; prints its id. Example: tesserae submit --gpus 2 -- python train.py --lr 0.1"""
     if not command:
@@ -67,8 +121,9 @@ def submit(
         payload["env"] = pairs
     if workdir is not None:
         payload["workdir"] = str(Path(workdir).expanduser().resolve())
+    payload.update(lifecycle_payload(time_limit, retries, retry_backoff, after, after_ok, array, hold))
     with client() as c:
         job = c.submit(payload, idempotency_key=idempotency_key)
-    print(job["id"])
+    print("\n".join(map(str, job.get("array_job_ids") or [job["id"]])))
     if workdir is None and not shell:
         _warn_relative_paths(command[1:], job["id"])
