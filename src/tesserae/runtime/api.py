@@ -14,9 +14,9 @@ client that lost the answer can ask again without submitting twice.
 
 Here: the app, its error handlers, authentication, and the server's routes (health, whoami,
 cluster, tokens, metrics). The job routes are ``api_jobs`` (hold, release and resubmit:
-``api_lifecycle``); the bodies and submission checks ``api_models``; the answers ``api_views``;
-the dashboard (``/ui``) is ``tesserae.web``. A new group of routes is a module with an
-``add_..._routes(app, controller, Who)``, called from ``create_app``.
+``api_lifecycle``; usage: ``api_accounting``); the bodies and submission checks ``api_models``;
+the answers ``api_views``; the dashboard (``/ui``) is ``tesserae.web``. A new group of routes is
+a module with an ``add_..._routes(app, controller, Who)``, called from ``create_app``.
 """
 
 
@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tesserae
 from tesserae.runtime import pending
+from tesserae.runtime.api_accounting import add_accounting_routes
 from tesserae.runtime.api_jobs import add_job_routes
 from tesserae.runtime.api_lifecycle import add_lifecycle_routes
 from tesserae.runtime.api_limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyLimit, SafeJSONResponse
@@ -116,6 +117,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
 
     add_job_routes(app, controller, Who)
     add_lifecycle_routes(app, controller, Who)
+    add_accounting_routes(app, controller, Who)
 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(who: Who) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from fastapi import FastAPI, Header, HTTPException, Query, Response
 from fastapi import Path as PathParam
 
-from tesserae.runtime import pending
+from tesserae.runtime import accounting, pending
 from tesserae.runtime.api_limits import ErrorBody
 from tesserae.runtime.api_models import JobSubmission, SubmitError, check_submission, default_name, request_hash
 from tesserae.runtime.api_views import job_view
@@ -26,6 +26,8 @@ from tesserae.runtime.submission import check_dependencies, insert_jobs, lifecyc
 
 LOG_CHUNK = 1 << 20
 MAX_TAIL_LINES = 100000
+MAX_TIME = 1e11  # Unix seconds: year 5138
+USER_PATTERN = r"^[A-Za-z0-9_.@\-]+$"
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
 JobId = Annotated[int, PathParam(ge=1, le=MAX_INT, description="A job id.")]
 JobState = Literal[JOB_STATES]  # type: ignore[valid-type]
@@ -121,16 +123,30 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     @app.get("/v1/jobs", tags=["jobs"])
     def list_jobs(who: Who,
                   state: Annotated[JobState | None, Query(description="Only jobs in this state.")] = None,
-                  limit: Annotated[int, Query(ge=1, le=100000)] = 1000) -> dict[str, Any]:
-        """Your jobs (all jobs for an admin), oldest first."""
+                  limit: Annotated[int, Query(ge=1, le=100000, description="The most recent N.")] = 1000,
+                  user: Annotated[str | None, Query(min_length=1, max_length=100, pattern=USER_PATTERN,
+                                                    description="Only this user's jobs (another user's: admins "
+                                                                "only).")] = None,
+                  since: Annotated[float | None, Query(ge=0, le=MAX_TIME, description="Only jobs not ended "
+                                                       "before this time (Unix seconds).")] = None,
+                  until: Annotated[float | None, Query(ge=0, le=MAX_TIME, description="Only jobs submitted "
+                                                       "by this time (Unix seconds).")] = None,
+                  ) -> dict[str, Any]:
+        """Your jobs (all jobs for an admin), oldest first; with ``since``/``until``, the jobs whose life
+        overlaps that window (``accounting``)."""
+        if user is not None and not who.admin and user != who.user:
+            raise HTTPException(403, f"only an admin token sees another user's jobs ({user})")
+        if since is not None and until is not None and until < since:
+            raise HTTPException(422, "'until' is before 'since'")
         sql, params = "SELECT * FROM jobs WHERE 1=1", []
-        if not who.admin:
+        if not who.admin or user is not None:
             sql += " AND user=?"
-            params.append(who.user)
+            params.append(user or who.user)
         if state is not None:
             sql += " AND state=?"
             params.append(state)
-        rows = store.query(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
+        window, window_params = accounting.window_filter(since, until)
+        rows = store.query(sql + window + " ORDER BY id DESC LIMIT ?", (*params, *window_params, limit))
         allocs = {int(a["job_id"]): a for a in store.query("SELECT * FROM allocations WHERE phase != 'ended'")}
         waits = pending.describe(controller)
         return {"jobs": [job_view(r, allocs.get(int(r["id"])), pending=waits.get(int(r["id"])))

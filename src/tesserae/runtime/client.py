@@ -152,8 +152,10 @@ class Client:
         key = idempotency_key or str(uuid.uuid4())
         return self.call("POST", "/v1/jobs", json=payload, headers={"Idempotency-Key": key}, retries=retries).json()
 
-    def jobs(self, state: str | None = None) -> list[dict[str, Any]]:
-        params = {"state": state} if state else {}
+    def jobs(self, state: str | None = None, **filters: Any) -> list[dict[str, Any]]:
+        """Jobs, filtered by ``state`` and the other query parameters of ``GET /v1/jobs`` (user, since,
+        until, limit) that are not None."""
+        params = {k: v for k, v in {"state": state, **filters}.items() if v is not None}
         return self.call("GET", "/v1/jobs", params=params).json()["jobs"]
 
     def show(self, job_id: int) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 ``register(app)`` adds them to the main Typer app (``tesserae.cli`` calls it), in this order:
 the ``token`` group, then server, submit, jobs, show, cancel, hold, release, resubmit, logs,
-cluster. Heavy imports (FastAPI, uvicorn, the scheduler) happen inside the commands, so the
+cluster, usage. Heavy imports (FastAPI, uvicorn, the scheduler) happen inside the commands, so the
 client commands start fast.
 A usage mistake (a missing argument, ``--gpus two``) is reported like every other user error: one
 line on stderr and exit status 2 (``cli_help.TesseraeCommand``). A new command is a module here
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from tesserae.runtime.commands import cluster, jobs, lifecycle, logs, server, submit, token
+from tesserae.runtime.commands import accounting, cluster, jobs, lifecycle, logs, server, submit, token
 
 
 def register(app: typer.Typer) -> None:
@@ -25,3 +25,4 @@ def register(app: typer.Typer) -> None:
     lifecycle.register(app)
     logs.register(app)
     cluster.register(app)
+    accounting.register(app)

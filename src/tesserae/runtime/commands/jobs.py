@@ -10,6 +10,7 @@ import typer
 from rich.table import Table
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
+from tesserae.runtime.commands.accounting import FIELDS, TIME_HELP, parse_fields, print_fields, window
 from tesserae.runtime.commands.common import client, console, duration, iterations, parse_job_id, state_text
 
 
@@ -21,10 +22,25 @@ def register(app: typer.Typer) -> None:
 def jobs(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     state: Annotated[str | None, typer.Option("--state", help="Only jobs in this state.")] = None,
+    user: Annotated[str | None, typer.Option("--user", help="Only this user's jobs (another user's: admin "
+                                             "token).")] = None,
+    since: Annotated[str | None, typer.Option("--since", metavar="TIME", help="Only jobs not ended before "
+                                              f"TIME: {TIME_HELP}.")] = None,
+    until: Annotated[str | None, typer.Option("--until", metavar="TIME", help="Only jobs submitted by TIME.")
+                     ] = None,
+    fields: Annotated[str | None, typer.Option("--fields", metavar="A,B,...", help="Columns (and JSON keys): "
+                                               f"{', '.join(FIELDS)}.")] = None,
+    limit: Annotated[int, typer.Option("--limit", metavar="N", min=1, max=100000,
+                                       help="The most recent N jobs.")] = 1000,
 ) -> None:
-    """List your jobs (every job for an admin)."""
+    """List your jobs (every job for an admin); with --since/--until/--fields, accounting like sacct."""
+    names = parse_fields(fields) if fields is not None else None
+    lo, hi = window(since, until)
     with client() as c:
-        items = c.jobs(state)
+        items = c.jobs(state, user=user, since=lo, until=hi, limit=limit)
+    if names is not None:
+        print_fields(items, names, as_json)
+        return
     if as_json:
         print(json.dumps(items, indent=2))
         return
