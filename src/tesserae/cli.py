@@ -205,6 +205,10 @@ def _summary_table(title: str, summaries: list[dict[str, Any]]) -> Table:
                 text += f" ({v / b:.2f}x)"
             cells.append(text)
         table.add_row(name, *cells)
+    if any(s.get("lifecycle") for s in summaries):  # a trace with lifecycle controls
+        table.add_row("failed / timed out / cancelled / retries",
+                      *(("{failed} / {timed_out} / {cancelled} / {retries}".format(**s["lifecycle"])
+                         if s.get("lifecycle") else "-") for s in summaries))
     return table
 
 

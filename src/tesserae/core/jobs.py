@@ -18,6 +18,27 @@ from tesserae.core.throughput import ThroughputModel
 
 
 @dataclass(frozen=True, slots=True)
+class Controls:
+    """A job's lifecycle controls, as the runtime has them (``tesserae submit --time-limit --retries
+    --after --after-ok``), and how its runs fail in a simulation.
+
+    ``time_limit``: most run time (seconds, over all its runs), then it fails (timed out, no retry).
+    ``after``/``after_ok``: job ids that must have ended / completed before it may start (an
+    ``after_ok`` job that failed or was cancelled cancels it). ``failures`` runs of the job fail,
+    each ``fail_after`` seconds of run time into it (a trace's record of crashes); each failure is
+    retried while ``retries`` are left, after ``retry_backoff * 2^(k-1)`` seconds (at most an hour).
+    """
+
+    time_limit: float | None = None
+    retries: int = 0
+    retry_backoff: float = 10.0
+    after: tuple[int, ...] = ()
+    after_ok: tuple[int, ...] = ()
+    failures: int = 0
+    fail_after: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a job is. ``work`` is in iterations; ``duration`` (seconds) when the trace gives one."""
 
@@ -30,6 +51,16 @@ class JobSpec:
     user: str = ""
     priority_weight: float = 1.0
     name: str = ""
+    controls: Controls | None = None
+
+
+class Outcome(IntEnum):
+    """How a DONE job ended: completed, or (lifecycle controls) failed, timed out, cancelled."""
+
+    COMPLETED = 0
+    FAILED = 1
+    TIMED_OUT = 2
+    CANCELLED = 3
 
 
 class JobStatus(IntEnum):
@@ -78,6 +109,8 @@ class JobTable:
         self.rate = np.zeros(n)  # iterations per second at the current placement
         self.overhead_left = np.zeros(n)  # restart overhead still to pay before progress resumes
         self.hold_until = np.zeros(n)  # minimum run quantum: not preempted before this instant
+        self.outcome = np.zeros(n, dtype=np.int8)  # Outcome of a DONE row
+        self.retries_used = np.zeros(n, dtype=np.int64)
 
     def set_reference_rates(self, model: ThroughputModel) -> None:
         """Fill ``ref_rate`` from the model, once per (job type, GPU count) pair."""

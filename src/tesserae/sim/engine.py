@@ -32,6 +32,7 @@ from tesserae.core.plan import Assignment, Plan
 from tesserae.core.restart import DEFAULT_STORAGE_GBPS
 from tesserae.placement.base import runnable
 from tesserae.scheduler import Scheduler
+from tesserae.sim.lifecycle import SimLifecycle
 
 ProgressCallback = Callable[[float, int, int], None]
 RESTART_COSTS = ("fixed", "job")
@@ -110,6 +111,11 @@ class Simulator:
         t.status[unrunnable] = JobStatus.REJECTED
         self.rejections = {"too_large": int(too_big.sum()), "no_throughput_data": int(unrunnable.sum())}
         self.overhead = self._restart_costs()
+        #: Time limits, failures and retries, dependencies (None: no job of the trace has controls).
+        self.lifecycle = SimLifecycle.build(t)
+        if self.lifecycle is not None and self.config.gavel_rounds:
+            raise InputError("the trace has lifecycle controls (time limits, retries, dependencies), which Gavel's "
+                             "rounds do not model; use another policy or a trace without them", field="time_limit")
         self.warnings: list[str] = []
         self._check_restart_costs()
         self.assignments: dict[int, Assignment] = {}
@@ -257,12 +263,15 @@ class Simulator:
 
     # ----------------------------------------------------------------------------- steps
     def _peek_arrival(self) -> float | None:
+        """The next arrival: a submission, or a retry whose backoff ends."""
         i = self._next_arrival
         order = self.arrival_order
         while i < order.size and self.table.status[order[i]] == JobStatus.REJECTED:
             i += 1
         self._next_arrival = i
-        return float(self.table.submit[order[i]]) if i < order.size else None
+        nxt = float(self.table.submit[order[i]]) if i < order.size else None
+        retry = None if self.lifecycle is None else self.lifecycle.next_release()
+        return retry if nxt is None else nxt if retry is None else min(nxt, retry)
 
     def _admit_arrivals(self, now: float) -> None:
         t, order = self.table, self.arrival_order
@@ -271,9 +280,13 @@ class Simulator:
             row = int(order[i])
             if t.status[row] == JobStatus.PENDING:
                 t.status[row] = JobStatus.QUEUED
-                self.active[row] = None
+                if self.lifecycle is None or self.lifecycle.arrive(row, now)[0]:
+                    self.active[row] = None
             i += 1
         self._next_arrival = i
+        if self.lifecycle is not None:
+            for row in self.lifecycle.releases(now):  # retries whose backoff is over
+                self.active[row] = None
 
     def _decide(self, now: float) -> None:
         active = np.fromiter(self.active, dtype=np.int64, count=len(self.active))
@@ -365,14 +378,22 @@ class Simulator:
         finished = 0
         while self.run_rows.size:
             rows = self.run_rows
-            left = t.overhead_left[rows] + (t.work[rows] - t.progress[rows]) / t.rate[rows]
+            to_done = t.overhead_left[rows] + (t.work[rows] - t.progress[rows]) / t.rate[rows]
+            # the lifecycle's cut: a failing run, or the time limit (inf when the trace has none)
+            to_cut = to_done if self.lifecycle is None else self.lifecycle.cut[rows] - t.executed[rows]
+            left = np.minimum(to_done, to_cut)
             i = int(np.argmin(left))
             if now + left[i] > stop:
                 break
             self._advance(float(left[i]))
             now += float(left[i])
-            done = rows[left <= left[i] + 1e-9]
-            self._complete(done, now)
+            done_now = to_done <= left[i] + 1e-9
+            done = rows[done_now]
+            cut = rows[(to_cut <= left[i] + 1e-9) & ~done_now]
+            if done.size:
+                self._complete(done, now)
+            if cut.size:
+                finished += self._end_runs(cut, now)
             finished += int(done.size)
             if stop_at_completion:
                 return now, finished
@@ -434,7 +455,49 @@ class Simulator:
             del self.assignments[r]
             del self.active[r]
             self.scheduler.policy.on_finish(t, r, now)
-        done = set(rows.tolist())
+        self._unpair(set(rows.tolist()))
+        self.events += int(rows.size)
+        self._refresh_running()
+        self._dependents_of(rows.tolist(), now)
+
+    def _end_runs(self, rows: np.ndarray, now: float) -> int:
+        """Runs that reached their lifecycle cut (a failure, the time limit): each job is retried later
+        or ends failed / timed out. Returns how many jobs ended."""
+        t, lc = self.table, self.lifecycle
+        assert lc is not None
+        final = []
+        for r in rows.tolist():
+            outcome = lc.end_run(r, now)
+            t.rate[r] = 0.0
+            t.overhead_left[r] = 0.0
+            t.last_stop[r] = now
+            del self.assignments[r]
+            del self.active[r]
+            if outcome is None:
+                t.status[r] = JobStatus.QUEUED  # back after its backoff (``_admit_arrivals``)
+            else:
+                t.status[r] = JobStatus.DONE
+                t.outcome[r] = outcome
+                t.finish[r] = now
+                self.scheduler.policy.on_finish(t, r, now)
+                final.append(r)
+        self._unpair(set(rows.tolist()))
+        self.events += int(rows.size)
+        self._refresh_running()
+        self._dependents_of(final, now)
+        return len(final)
+
+    def _dependents_of(self, rows: list[int], now: float) -> None:
+        """Jobs that waited on ``rows`` (now ended): queue those now free to start."""
+        if self.lifecycle is None or not rows:
+            return
+        ready, _cancelled = self.lifecycle.ended(rows, now)
+        for r in ready:
+            self.active[r] = None
+
+    def _unpair(self, done: set[int]) -> None:
+        """The jobs whose partner left ``done`` run alone now, at their own rate."""
+        t = self.table
         if self.shared_gpus:
             for r, a in list(self.assignments.items()):
                 if a.partner in done:
@@ -442,8 +505,6 @@ class Simulator:
                     self.assignments[r] = alone
                     t.rate[r] = self._rate(alone)
                     self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
-        self.events += len(done)
-        self._refresh_running()
 
     def _result(self, wall0: float) -> SimResult:
         tl = np.array(self._timeline, dtype=np.float64).reshape(-1, 4)

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tesserae.core.jobs import JobStatus, JobTable
+from tesserae.core.jobs import JobStatus, JobTable, Outcome
 from tesserae.sim.engine import SimResult
 
 SIZE_CLASSES: list[tuple[str, int, int]] = [("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), ("9+", 9, 1 << 30)]
@@ -34,9 +34,10 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
               extra: dict[str, Any] | None = None) -> dict[str, Any]:
     t = result.table
     rows = window_rows(t, window)
-    done = rows[t.status[rows] == JobStatus.DONE]
+    ended = rows[t.status[rows] == JobStatus.DONE]
+    done = ended[t.outcome[ended] == Outcome.COMPLETED]  # failed, timed-out, cancelled jobs have no JCT
     rejected = int((t.status[rows] == JobStatus.REJECTED).sum())
-    unfinished = int(rows.size - done.size - rejected)
+    unfinished = int(rows.size - ended.size - rejected)
     jct = t.finish[done] - t.submit[done]
     queueing = t.first_start[done] - t.submit[done]
     isolated = t.work[done] / t.ref_rate[done]
@@ -89,6 +90,9 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
         "wall_seconds": result.wall_seconds,
         "events": result.events,
     }
+    if has_controls(t):
+        summary["lifecycle"] = {o.name.lower(): int((t.outcome[ended] == o).sum()) for o in Outcome} | {
+            "retries": int(t.retries_used[rows].sum())}
     summary.update(result.restart)
     summary["warnings"] = list(result.warnings)
     summary.update(result.scheduler_summary)
@@ -97,9 +101,16 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
     return summary
 
 
+def has_controls(t: JobTable) -> bool:
+    """Whether some job of the run has lifecycle controls (then runs report outcomes and retries)."""
+    return any(s.controls is not None for s in t.specs)
+
+
 def job_records(result: SimResult) -> list[dict[str, Any]]:
-    """One row per job (every job, window or not), in job-id order."""
+    """One row per job (every job, window or not), in job-id order; with lifecycle controls, each
+    row also says how the job ended (``outcome``) and its retries."""
     t = result.table
+    controls = has_controls(t)
     out = []
     for r in np.argsort(t.job_id, kind="stable").tolist():
         finish = float(t.finish[r])
@@ -121,6 +132,10 @@ def job_records(result: SimResult) -> list[dict[str, Any]]:
             "gpu_seconds": float(t.attained[r]),
             "slowdown": jct / max(float(t.work[r] / t.ref_rate[r]), 1e-9) if not math.isnan(jct) else math.nan,
         })
+        if controls:
+            ended = t.status[r] == JobStatus.DONE
+            out[-1].update(outcome=Outcome(int(t.outcome[r])).name.lower() if ended else "",
+                           retries=int(t.retries_used[r]))
     return out
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
-from tesserae.core.jobs import JobStatus
+from tesserae.core.jobs import JobStatus, Outcome
 from tesserae.sim.engine import SimResult
 
 _LINESTYLES = ("-", "--", "-.", ":")
@@ -37,7 +37,7 @@ def _wrapped(title: str, width: int) -> str:
 
 def completed_jcts(result: SimResult) -> np.ndarray:
     t = result.table
-    done = t.status == JobStatus.DONE
+    done = (t.status == JobStatus.DONE) & (t.outcome == Outcome.COMPLETED)
     return t.finish[done] - t.submit[done]
 
 

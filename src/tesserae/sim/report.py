@@ -39,7 +39,7 @@ def write_run_files(out: Path, jobs: list[dict[str, Any]], timeline: dict[str, A
     out.mkdir(parents=True, exist_ok=True)
     tmp = out / ".jobs.csv.tmp"
     with tmp.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=JOB_COLUMNS)
+        w = csv.DictWriter(f, fieldnames=list(jobs[0]) if jobs else JOB_COLUMNS)  # + outcome, retries
         w.writeheader()
         for rec in jobs:
             w.writerow({k: ("" if isinstance(v, float) and math.isnan(v) else v) for k, v in rec.items()})

@@ -16,7 +16,7 @@ import numpy as np
 
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
-from tesserae.core.jobs import JobSpec, JobStatus
+from tesserae.core.jobs import JobSpec, JobStatus, Outcome
 from tesserae.core.throughput import ThroughputModel
 from tesserae.sim.metrics import job_records
 from tesserae.sim.runner import RunSpec, simulate
@@ -45,7 +45,7 @@ def run_point(point: SweepPoint, specs: Sequence[JobSpec], cluster: Cluster, mod
               window: tuple[int, int] | None = None) -> PointResult:
     result, summary = simulate(specs, cluster, model, point.run, seed=point.seed, window=window)
     t = result.table
-    done = t.status == JobStatus.DONE
+    done = (t.status == JobStatus.DONE) & (t.outcome == Outcome.COMPLETED)
     return PointResult(point, summary, job_records(result), result.timeline, t.finish[done] - t.submit[done])
 
 

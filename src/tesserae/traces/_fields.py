@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import IO
 
 from tesserae.core.errors import InputError
-from tesserae.core.jobs import JobSpec
+from tesserae.core.jobs import Controls, JobSpec
 from tesserae.core.throughput import ThroughputModel
 
 INT64_MAX = 2**63 - 1
@@ -195,6 +195,7 @@ class JobRows:
 
     def __init__(self) -> None:
         self.lines: list[int] = []
+        self.controls: list[Controls | None] = []
         self.ids: list[int] = []
         self.names: list[str] = []
         self.submit: list[float] = []
@@ -209,7 +210,9 @@ class JobRows:
         return len(self.submit)
 
     def add(self, line: int, job_id: int, name: str, submit: float, num_gpus: int, job_type: str,
-            work: float, duration: float | None, user: str = "", weight: float = 1.0) -> None:
+            work: float, duration: float | None, user: str = "", weight: float = 1.0,
+            controls: Controls | None = None) -> None:
+        self.controls.append(controls)
         self.lines.append(line)
         self.ids.append(job_id)
         self.names.append(name)
@@ -234,10 +237,10 @@ class JobRows:
         t0 = min(self.submit)
         jobs = [
             JobSpec(job_id=i, submit_time=s - t0, num_gpus=g, job_type=t, work=w, duration=d, user=u,
-                    priority_weight=p, name=n)
-            for i, s, g, t, w, d, u, p, n in zip(
+                    priority_weight=p, name=n, controls=c)
+            for i, s, g, t, w, d, u, p, n, c in zip(
                 self.ids, self.submit, self.num_gpus, self.job_type, self.work, self.duration,
-                self.user, self.weight, self.names, strict=True)
+                self.user, self.weight, self.names, self.controls, strict=True)
         ]
         jobs.sort(key=lambda j: (j.submit_time, j.job_id))
         return jobs

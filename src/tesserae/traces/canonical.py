@@ -3,9 +3,10 @@
 Columns ``job_id,submit_time,num_gpus,job_type,work,duration,user,priority_weight,name``: the
 fields of :class:`JobSpec`, in its units (seconds, GPUs, iterations). ``job_id``, ``submit_time``,
 ``num_gpus``, ``job_type`` and ``work`` are required; ``duration`` (empty = unknown), ``user``,
-``priority_weight`` (default 1) and ``name`` may be absent or empty. The writers always write
-every column, and floats are written exactly (shortest repr), so write-then-read gives the same
-jobs back.
+``priority_weight`` (default 1) and ``name`` may be absent or empty, and so may the lifecycle
+columns of ``traces.controls`` (time limit, retries, dependencies, failures). The writers write
+every column (the lifecycle ones when some job has controls), and floats are written exactly
+(shortest repr), so write-then-read gives the same jobs back.
 
 Parquet has no lines: errors name the row as the line it would have in the equivalent CSV
 (header = line 1, first row = line 2), so the same bad value is reported at the same place in
@@ -21,6 +22,7 @@ from typing import Any
 
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
+from tesserae.traces import controls
 from tesserae.traces._fields import (
     Cell,
     JobRows,
@@ -38,7 +40,7 @@ from tesserae.traces._fields import (
 COLUMNS = ("job_id", "submit_time", "num_gpus", "job_type", "work", "duration", "user",
            "priority_weight", "name")
 REQUIRED = COLUMNS[:5]
-OPTIONAL = COLUMNS[5:]
+OPTIONAL = (*COLUMNS[5:], *controls.COLUMNS)
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
@@ -55,7 +57,8 @@ def _add_row(rows: JobRows, values: dict[str, Cell], p: Path, line: int) -> None
     weight = 1.0 if is_missing(w) else number(w, p, line, "priority_weight", positive=True)
     user = "" if is_missing(values.get("user")) else str(values["user"])
     name = "" if is_missing(values.get("name")) else str(values["name"])
-    rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight)
+    rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight,
+             controls=controls.parse_controls(values, p, line))
 
 
 def read_canonical_csv(path: str | Path) -> list[JobSpec]:
@@ -73,8 +76,7 @@ def read_canonical_csv(path: str | Path) -> list[JobSpec]:
             _add_row(rows, values, p, line)
     if not rows:
         raise no_jobs(p, last_line + 1, "job_id")
-    rows.check_unique_ids(p)
-    return rows.finish()
+    return _finish(rows, p)
 
 
 def read_canonical_parquet(path: str | Path, batch_size: int = 65_536) -> list[JobSpec]:
@@ -92,7 +94,7 @@ def read_canonical_parquet(path: str | Path, batch_size: int = 65_536) -> list[J
         if col not in present:
             raise InputError(f"missing column '{col}' (table has: {', '.join(pf.schema_arrow.names)})",
                              path=str(p), line=1, field=col)
-    wanted = [c for c in COLUMNS if c in present]
+    wanted = [c for c in (*COLUMNS, *controls.COLUMNS) if c in present]
     rows = JobRows()
     line = 1
     try:
@@ -106,8 +108,14 @@ def read_canonical_parquet(path: str | Path, batch_size: int = 65_536) -> list[J
         raise InputError(f"cannot read Parquet data: {e}", path=str(p), line=line + 1) from e
     if not rows:
         raise no_jobs(p, 2, "job_id")
+    return _finish(rows, p)
+
+
+def _finish(rows: JobRows, p: Path) -> list[JobSpec]:
     rows.check_unique_ids(p)
-    return rows.finish()
+    jobs = rows.finish()
+    controls.check_dependencies(jobs, dict(zip(rows.ids, rows.lines, strict=True)), p)
+    return jobs
 
 
 def read_canonical(path: str | Path) -> list[JobSpec]:
@@ -117,19 +125,22 @@ def read_canonical(path: str | Path) -> list[JobSpec]:
     return read_canonical_csv(path)
 
 
-def _records(jobs: Iterable[JobSpec]) -> Iterator[tuple[Any, ...]]:
+def _records(jobs: Iterable[JobSpec], with_controls: bool) -> Iterator[tuple[Any, ...]]:
     for j in jobs:
-        yield (j.job_id, j.submit_time, j.num_gpus, j.job_type, j.work, j.duration, j.user,
-               j.priority_weight, j.name)
+        base = (j.job_id, j.submit_time, j.num_gpus, j.job_type, j.work, j.duration, j.user, j.priority_weight,
+                j.name)
+        yield (*base, *controls.cells(j.controls)) if with_controls else base
 
 
 def write_canonical_csv(jobs: Iterable[JobSpec], path: str | Path) -> Path:
-    """Write every column; an unknown duration is an empty cell."""
+    """Write every column (the lifecycle ones when a job has controls); an unknown duration is an empty cell."""
     p = Path(path)
+    jobs = list(jobs)
+    with_controls = any(j.controls is not None for j in jobs)
     with open(p, "w", encoding="utf-8", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow(COLUMNS)
-        for rec in _records(jobs):
+        w.writerow((*COLUMNS, *controls.COLUMNS) if with_controls else COLUMNS)
+        for rec in _records(jobs, with_controls):
             w.writerow(["" if v is None else v for v in rec])
     return p
 
@@ -139,13 +150,19 @@ def write_canonical_parquet(jobs: Sequence[JobSpec] | Iterable[JobSpec], path: s
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = pa.schema([
+    jobs = list(jobs)
+    with_controls = any(j.controls is not None for j in jobs)
+    fields = [
         ("job_id", pa.int64()), ("submit_time", pa.float64()), ("num_gpus", pa.int64()),
         ("job_type", pa.string()), ("work", pa.float64()), ("duration", pa.float64()),
         ("user", pa.string()), ("priority_weight", pa.float64()), ("name", pa.string()),
-    ])
-    columns: list[list[Any]] = [[] for _ in COLUMNS]
-    for rec in _records(jobs):
+    ]
+    if with_controls:  # as text, as in the CSV: empty = unset
+        fields += [(c, pa.string()) for c in controls.COLUMNS]
+    schema = pa.schema(fields)
+    columns: list[list[Any]] = [[] for _ in fields]
+    for rec in _records(jobs, with_controls):
+        rec = (*rec[:9], *(str(v) for v in rec[9:]))
         for col, v in zip(columns, rec, strict=True):
             col.append(v)
     table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],
