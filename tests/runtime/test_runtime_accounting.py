@@ -92,8 +92,23 @@ def test_jobs_fields_window_usage_and_tail(tmp_path: Path, servers: Callable[...
         line for line in s.client().get(f"/v1/jobs/{mine}/logs").text.splitlines(keepends=True)[-1:])
     assert "line 3" in cli("logs", str(mine), "-n", "3")
 
+    # a run over several nodes (Ray) writes node K's ranks to runs/RUN/part-K/output.log: made by hand here
+    run_id = s.client().get(f"/v1/jobs/{mine}/runs").json()["runs"][-1]["run"]
+    part = s.state / "jobs" / str(mine) / "runs" / str(run_id) / "part-1"
+    part.mkdir(parents=True)
+    (part / "output.log").write_text("rank 2 on node 1\nrank 3 on node 1\n")
+    assert cli("logs", str(mine), "--node", "1") == "rank 2 on node 1\nrank 3 on node 1\n"
+    assert cli("logs", str(mine), "--node", "1", "--run", str(run_id), "--tail", "1") == "rank 3 on node 1\n"
+    (part.parent / "part-2").mkdir()
+    (part.parent / "part-2" / "output.log").symlink_to(s.state / "admin.token")  # a job's planted link
+    assert s.client().get(f"/v1/jobs/{mine}/logs", params={"node": 2}).content == b""
+
     def error(*args: str, who: dict[str, str] = env) -> str:
         return one_line_error(run_here(list(args), who, monkeypatch, capsys))
+
+    assert f"run {run_id} of job {mine} has no node 3" in error("logs", str(mine), "--node", "3")
+    assert f"job {mine} has no run 99999" in error("logs", str(mine), "--node", "1", "--run", "99999")
+    assert "--run goes with --node" in error("logs", str(mine), "--run", "1")
 
     assert "only an admin token sees another user's jobs (admin)" in error("jobs", "--user", "admin", who=bob_env)
     assert "only an admin token sees another user's usage" in error("usage", "--user", "admin", who=bob_env)

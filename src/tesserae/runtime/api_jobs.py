@@ -9,6 +9,7 @@ import json
 import re
 import sqlite3
 import time
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI, Header, HTTPException, Query, Response
@@ -26,6 +27,7 @@ from tesserae.runtime.submission import check_dependencies, insert_jobs, lifecyc
 
 LOG_CHUNK = 1 << 20
 MAX_TAIL_LINES = 100000
+MAX_NODES = 4096
 MAX_TIME = 1e11  # Unix seconds: year 5138
 USER_PATTERN = r"^[A-Za-z0-9_.@\-]+$"
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -168,6 +170,21 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
         controller.cancel(job_id, who.user)
         return job_view(store.one("SELECT * FROM jobs WHERE id=?", (job_id,)), live_allocation(job_id))
 
+    def node_log(job_id: int, node: int, run: int | None) -> Path:
+        """The log of a run's node ``node`` (``runs/RUN/part-K/output.log``); 404 when there is none."""
+        if run is None:
+            last = store.one("SELECT MAX(id) AS id FROM allocations WHERE job_id=?", (job_id,))
+            run = None if last is None or last["id"] is None else int(last["id"])
+            if run is None:
+                raise HTTPException(404, f"job {job_id} has not run yet")
+        elif store.one("SELECT 1 FROM allocations WHERE id=? AND job_id=?", (run, job_id)) is None:
+            raise HTTPException(404, f"job {job_id} has no run {run}")
+        path = controller.paths.run_dir(job_id, run) / f"part-{node}" / "output.log"
+        if not path.is_file():
+            raise HTTPException(404, f"run {run} of job {job_id} has no node {node} (it ran on fewer nodes; "
+                                     "the job's log names each run's nodes)")
+        return path
+
     @app.get("/v1/jobs/{job_id}/logs", tags=["jobs"], response_class=Response,
              responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                               "description": "The log bytes from `offset` (at most `limit`)."}})
@@ -175,11 +192,17 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
              limit: Annotated[int, Query(ge=1, le=LOG_CHUNK)] = LOG_CHUNK,
              tail: Annotated[int | None, Query(ge=1, le=MAX_TAIL_LINES, description="Only the last N lines "
                                                "(within the last MiB); `offset` is then ignored.")] = None,
+             node: Annotated[int | None, Query(ge=1, le=MAX_NODES, description="A run over several nodes (Ray): "
+                                               "the output of the ranks on its node K (0, the default, is the "
+                                               "job's log, with every run's first node).")] = None,
+             run: Annotated[int | None, Query(ge=1, le=MAX_INT, description="With `node`: which run (default: "
+                                              "the latest).")] = None,
              ) -> Response:
-        """The job's output (stdout and stderr of every run, every rank) from byte ``offset``; the next
-        offset is in the ``X-Next-Offset`` header and the job's state in ``X-Job-State``."""
+        """The job's output (stdout and stderr of every run and of every rank on a run's first node) from
+        byte ``offset``; with ``node``, the ranks on another node of a multi-node run. The next offset
+        is in the ``X-Next-Offset`` header and the job's state in ``X-Job-State``."""
         row = own_job(job_id, who)
-        path = controller.log_path(job_id)
+        path = controller.log_path(job_id) if node is None else node_log(job_id, node, run)
         if tail is not None:
             offset = tail_offset(path, tail, LOG_CHUNK)
         data = read_log(path, offset, limit)

@@ -168,9 +168,12 @@ class Client:
         """``POST /v1/jobs/ID/ACTION``: cancel, hold, release or resubmit."""
         return self.call("POST", f"/v1/jobs/{job_id}/{action}").json()
 
-    def logs(self, job_id: int, offset: int = 0, tail: int | None = None) -> tuple[bytes, int, str]:
-        """Log bytes from ``offset`` (or the last ``tail`` lines), the next offset, the job's state."""
-        params = {"offset": offset} if tail is None else {"tail": tail}
+    def logs(self, job_id: int, offset: int = 0, tail: int | None = None, **where: int | None
+             ) -> tuple[bytes, int, str]:
+        """Log bytes from ``offset`` (or the last ``tail`` lines), the next offset, the job's state;
+        ``where``: ``node`` and ``run`` of a multi-node run."""
+        params: dict[str, int] = {"offset": offset} if tail is None else {"tail": tail}
+        params.update({k: v for k, v in where.items() if v is not None})
         r = self.call("GET", f"/v1/jobs/{job_id}/logs", params=params)
         return r.content, int(r.headers.get("X-Next-Offset", offset + len(r.content))), r.headers.get(
             "X-Job-State", "")

@@ -1,5 +1,8 @@
 """``tesserae logs``: a job's output (every run's, every rank's), once or following it until the job ends.
 
+Every rank of a run on one machine writes the job's log; a run over several Ray nodes writes its
+first node's ranks there and each other node's in its own log (``--node K``).
+
 A job that has not started has no output yet: instead of printing nothing, ``logs`` says so and
 why it waits (its pending reason), and exits with status 1 unless it follows the job.
 """
@@ -13,6 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
+from tesserae.core.errors import InputError
 from tesserae.runtime.commands.common import FINAL_STATES, client, err, parse_job_id
 
 
@@ -35,14 +39,22 @@ def logs(
     tail: Annotated[int | None, typer.Option("--tail", "-n", metavar="N", min=1, max=100000,
                                              help="Only the last N lines (then follow from there with -f).")
                     ] = None,
+    node: Annotated[int | None, typer.Option("--node", metavar="K", min=1, max=4096, help="A run over several "
+                                             "nodes (Ray): the ranks on its node K (the job's log holds node 0 "
+                                             "and names each run's nodes).")] = None,
+    run: Annotated[int | None, typer.Option("--run", metavar="RUN", min=1, help="With --node: which run "
+                                            "(default: the latest).")] = None,
 ) -> None:
-    """Print a job's output (all its runs and ranks)."""
+    """Print a job's output: every run, every rank of one node (--node K for another node of a run)."""
     jid = parse_job_id(job_id)
+    if run is not None and node is None:
+        raise InputError("--run goes with --node (the job's log already holds every run)", field="--run")
     out = sys.stdout.buffer
+    where = {"node": node, "run": run}
     with client() as c:
         try:
-            data, offset, state = c.logs(jid, 0, tail)
-            if not data and offset == 0:
+            data, offset, state = c.logs(jid, 0, tail, **where)
+            if not data and offset == 0 and node is None:
                 job = c.show(jid)
                 if job["first_start_time"] is None:
                     err.print(not_started(job), highlight=False, markup=False, soft_wrap=True)
@@ -56,6 +68,6 @@ def logs(
                     break
                 if not data:
                     time.sleep(0.5)
-                data, offset, state = c.logs(jid, offset)
+                data, offset, state = c.logs(jid, offset, **where)
         except KeyboardInterrupt:
             raise typer.Exit(130) from None
