@@ -61,7 +61,7 @@ def test_blocked_reasons_in_order() -> None:
     states = {1: "running", 2: "completed"}
     assert lifecycle.blocked(row(held=1, after='[[1, "any"]]'), states, 0).startswith("held")
     assert lifecycle.blocked(row(after='[[2, "ok"], [1, "any"]]'), states, 0) == \
-        "dependency on job 1 (running; starts after it ends)"
+        "dependency on job 1 (running)"
     assert lifecycle.blocked(row(after='[[2, "ok"]]'), states, 0) is None
     assert lifecycle.blocked(row(retry_at=100.0, retries=3, retries_used=1), states, 40) == \
         "retry 1 of 3: backoff, 60 s left"

@@ -102,10 +102,10 @@ def blocked(row: Mapping[str, Any], states: Mapping[int, str], now: float) -> st
     """Why the waiting job ``row`` may not be scheduled now, or None. ``states``: job id -> state."""
     if row["held"]:
         return f"held (tesserae release {row['id']})"
-    for dep, kind in dependencies(row):
+    for dep, _kind in dependencies(row):
         state = states.get(dep, "completed")
         if state not in FINAL_STATES:
-            return f"dependency on job {dep} ({state}; starts after it {'completes' if kind == 'ok' else 'ends'})"
+            return f"dependency on job {dep} ({state})"
     if row["retry_at"] is not None and float(row["retry_at"]) > now:
         return (f"retry {row['retries_used']} of {row['retries']}: backoff, "
                 f"{float(row['retry_at']) - now:.0f} s left")
