@@ -132,3 +132,25 @@ def test_simulate_reports_outcomes_on_the_command_line(tmp_path: Path) -> None:
     assert json.loads((out / "summary.json").read_text())["lifecycle"]["timed_out"] == 1
     header = (out / "jobs.csv").read_text().splitlines()[0]
     assert header.endswith(",outcome,retries")
+
+
+@pytest.mark.parametrize("placement", ["consolidated", "first-fit", "tiresias", "yarn"])
+def test_a_job_asking_for_a_gpu_type_runs_on_that_type_only(placement: str) -> None:
+    """Two 4-GPU jobs that ask for k80 on a v100 node and a k80 node: one after the other on the k80s
+    (0.3x speed: 100 s of work take 333 s), while the v100s stay free; a third job asking for nothing
+    takes the v100s at once."""
+    jobs = [JobSpec(i, 0.0, 4, "resnet50", 100.0, 100.0, gpu_type="k80") for i in (0, 1)]
+    jobs.append(JobSpec(2, 0.0, 4, "resnet50", 100.0, 100.0))
+    run = RunSpec(policy="fifo", placement=placement, round_seconds=1000, restart_overhead=0, event_driven=True)
+    result, _ = simulate(jobs, parse_cluster_spec("1x4:v100,1x4:k80"), DefaultModel(), run)
+    rows = {r["job_id"]: r for r in job_records(result)}
+    assert rows[0]["finish_time"] == pytest.approx(100 / 0.3)
+    assert rows[1]["first_start"] == pytest.approx(100 / 0.3) and rows[1]["finish_time"] == pytest.approx(200 / 0.3)
+    assert rows[2]["first_start"] == 0.0 and rows[2]["finish_time"] == pytest.approx(100.0)
+
+
+def test_a_placement_that_chooses_types_refuses_a_gpu_type() -> None:
+    run = RunSpec(policy="fifo", placement="tesserae", round_seconds=100, restart_overhead=0)
+    with pytest.raises(InputError, match="does not honour a job's GPU type"):
+        simulate([JobSpec(0, 0.0, 1, "resnet50", 10.0, gpu_type="k80")], parse_cluster_spec("1x4:v100,1x4:k80"),
+                 DefaultModel(), run)

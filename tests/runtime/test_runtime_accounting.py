@@ -34,8 +34,11 @@ def test_usage_counts_the_part_of_each_run_inside_the_window(tmp_path: Path) -> 
     _job(store, "bob", 50, None, [(60, None, 4)])  # 4 GPUs, still running at now=260
     _job(store, "bob", 300, None, [])  # never ran
     everything = accounting.usage(store, None, None, None, now=260)
-    assert everything["users"] == [{"user": "ann", "jobs": 1, "gpu_hours": round(300 / 3600, 6)},
-                                   {"user": "bob", "jobs": 1, "gpu_hours": round(800 / 3600, 6)}]
+    store.execute("UPDATE jobs SET cpus=3 WHERE user='bob'")  # CPU-hours: the request x the run time
+    everything = accounting.usage(store, None, None, None, now=260)
+    assert everything["users"] == [{"user": "ann", "jobs": 1, "gpu_hours": round(300 / 3600, 6), "cpu_hours": 0.0},
+                                   {"user": "bob", "jobs": 1, "gpu_hours": round(800 / 3600, 6),
+                                    "cpu_hours": round(600 / 3600, 6)}]
     window = accounting.usage(store, 90, 160, None, now=260)  # ann: 10 s + 10 s on 2 GPUs; bob: 70 s on 4
     assert [(u["user"], round(u["gpu_hours"] * 3600)) for u in window["users"]] == [("ann", 40), ("bob", 280)]
     halves = [accounting.usage(store, a, b, None, now=260)["total_gpu_hours"] for a, b in ((0, 130), (130, 260))]

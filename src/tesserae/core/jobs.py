@@ -52,6 +52,8 @@ class JobSpec:
     priority_weight: float = 1.0
     name: str = ""
     controls: Controls | None = None
+    #: The only GPU type the job may run on (``tesserae submit --gpu-type``); None: any.
+    gpu_type: str | None = None
 
 
 class Outcome(IntEnum):
@@ -93,6 +95,8 @@ class JobTable:
             (math.nan if s.duration is None else s.duration for s in self.specs), dtype=np.float64, count=n
         )
         self.weight = np.fromiter((s.priority_weight for s in self.specs), dtype=np.float64, count=n)
+        #: The GPU type each job asks for (None: any); type-blind placements honour it.
+        self.gpu_type_req: list[str | None] = [s.gpu_type for s in self.specs]
         # Iterations/s consolidated and alone on the reference GPU type (see set_reference_rates).
         self.ref_rate = np.ones(n)
 

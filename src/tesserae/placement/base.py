@@ -112,13 +112,15 @@ class RoundPlacer:
         return -1 if a is None else int(self.cluster.gpu_type[a.gpus[0]])
 
     def runnable_types(self, row: int) -> tuple[int, ...]:
-        """GPU types (indices) on which this job has a positive rate, in cluster order."""
-        key = (int(self.table.type_idx[row]), int(self.table.num_gpus[row]))
+        """GPU types (indices) on which this job has a positive rate, in cluster order; only the type it
+        asks for, if it asks for one (``JobSpec.gpu_type``)."""
+        key = (int(self.table.type_idx[row]), int(self.table.num_gpus[row]), self.table.gpu_type_req[row])
         cache = self.__dict__.setdefault("_runnable_cache", {})
         ok = cache.get(key)
         if ok is None:
             c, job_type = self.cluster, self.table.types[key[0]]
-            ok = tuple(t for t in range(len(c.gpu_types)) if runnable(self.model, job_type, key[1], c.gpu_types[t]))
+            ok = tuple(t for t in range(len(c.gpu_types)) if runnable(self.model, job_type, key[1], c.gpu_types[t])
+                       and key[2] in (None, c.gpu_types[t]))
             cache[key] = ok
         return ok
 
@@ -151,6 +153,10 @@ class RoundPlacer:
 
 class PlacementPolicy:
     name: ClassVar[str] = ""
+    #: Whether it places a job that asks for a GPU type (``JobSpec.gpu_type``) on that type only: the
+    #: type-blind placements do (``RoundPlacer.runnable_types``); the ones that choose types by
+    #: throughput (``tesserae``, ``gavel``) do not, and a job asking for a type is refused there.
+    honours_gpu_type: ClassVar[bool] = True
 
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
               model: ThroughputModel) -> RoundPlacer:

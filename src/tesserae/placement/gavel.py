@@ -157,6 +157,8 @@ class GavelPlacer(RoundPlacer):
 
 @register("gavel")
 class GavelPlacement(PlacementPolicy):
+    honours_gpu_type = False  # it chooses GPU types by throughput
+
     def __init__(self, packing: bool = False, pack_threshold: float = DEFAULT_THRESHOLD) -> None:
         self.packing = packing
         self.pack_threshold = pack_threshold

@@ -265,6 +265,8 @@ DEFAULT_TYPE_SWITCH_PENALTY = 0.2
 class TesseraePlacement(PlacementPolicy):
     """Migration-minimizing placement with optional packing (see module docstring)."""
 
+    honours_gpu_type = False  # it chooses GPU types by throughput
+
     def __init__(self, packing: bool = False, pack_threshold: float = _packing.DEFAULT_THRESHOLD,
                  hetero: bool = True, type_switch_penalty: float = DEFAULT_TYPE_SWITCH_PENALTY) -> None:
         self.packing = packing

@@ -2,8 +2,9 @@
 
 A job belongs to the window ``[since, until]`` when its life (submission to end, or to now while
 it is active) overlaps it. A job's GPU-hours are its attained service (GPUs x seconds held, over
-all its runs) / 3600. A user's usage over a window counts only the part of each run inside the
-window, so the windows of a month add up to the month.
+all its runs) / 3600; its CPU-hours, its CPU request (``resources``) x its run time. A user's
+usage over a window counts only the part of each run inside the window, so the windows of a month
+add up to the month.
 """
 
 from __future__ import annotations
@@ -38,16 +39,19 @@ def usage(store: Store, since: float | None, until: float | None, user: str | No
     lo = -math.inf if since is None else since
     hi = now if until is None else min(until, now)
     sql = ("SELECT j.user AS user, COUNT(DISTINCT j.id) AS jobs, "
-           "SUM(json_array_length(a.gpus) * (MIN(COALESCE(a.end_time, ?), ?) - MAX(a.start_time, ?))) AS gs "
+           "SUM(json_array_length(a.gpus) * (MIN(COALESCE(a.end_time, ?), ?) - MAX(a.start_time, ?))) AS gs, "
+           "SUM(COALESCE(j.cpus, 0) * (MIN(COALESCE(a.end_time, ?), ?) - MAX(a.start_time, ?))) AS cs "
            "FROM allocations a JOIN jobs j ON j.id = a.job_id WHERE a.pid IS NOT NULL AND a.start_time < ? "
            "AND COALESCE(a.end_time, ?) > ?")
-    params: list[Any] = [now, hi, lo if math.isfinite(lo) else -1e300, hi, now, lo if math.isfinite(lo) else -1e300]
+    floor = lo if math.isfinite(lo) else -1e300
+    params: list[Any] = [now, hi, floor, now, hi, floor, hi, now, floor]
     if user is not None:
         sql += " AND j.user = ?"
         params.append(user)
     rows = store.query(sql + " GROUP BY j.user ORDER BY j.user", params)
-    users = [{"user": r["user"], "jobs": int(r["jobs"]), "gpu_hours": round(max(0.0, float(r["gs"] or 0)) / 3600, 6)}
-             for r in rows]
+    users = [{"user": r["user"], "jobs": int(r["jobs"]), "gpu_hours": round(max(0.0, float(r["gs"] or 0)) / 3600, 6),
+              "cpu_hours": round(max(0.0, float(r["cs"] or 0)) / 3600, 6)} for r in rows]
     return {"since": since, "until": until, "users": users,
             "total_gpu_hours": round(sum(u["gpu_hours"] for u in users), 6),
+            "total_cpu_hours": round(sum(u["cpu_hours"] for u in users), 6),
             "total_jobs": sum(u["jobs"] for u in users)}

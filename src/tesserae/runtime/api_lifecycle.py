@@ -20,7 +20,7 @@ from tesserae.runtime.submission import insert_jobs
 
 #: The columns a resubmission copies.
 _SPEC = ("user", "name", "job_type", "num_gpus", "command", "shell", "env", "workdir", "nproc", "iterations",
-         "time_limit", "retries", "retry_backoff")
+         "time_limit", "retries", "retry_backoff", "gpu_type", "cpus", "memory_mb")
 
 
 def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None:

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tesserae.runtime.api_limits import BoundedInt, SafeStr
 from tesserae.runtime.lifecycle import MAX_BACKOFF, MAX_DEPENDENCIES, MAX_RETRIES, MAX_TIME_LIMIT, parse_array
+from tesserae.runtime.resources import MAX_CPUS, MAX_MEMORY_MB
 
 if TYPE_CHECKING:
     from tesserae.runtime.controller import Controller
@@ -66,6 +67,12 @@ class JobSubmission(BaseModel):
                               description="A job array: one job per index (0-99, 0-99:2, 1,3,5); each gets "
                                           "TESSERAE_ARRAY_INDEX.")
     hold: bool = Field(False, description="Submit held: it is not scheduled until released.")
+    gpu_type: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$",
+                                 description="Run only on GPUs of this type (as the cluster names them).")
+    cpus: float | None = Field(None, gt=0, le=MAX_CPUS, description="CPU cores the job uses (a cgroup CPU quota "
+                               "where the server may set one; always accounted).")
+    memory_mb: int | None = Field(None, ge=1, le=MAX_MEMORY_MB, description="Memory limit in MiB (a cgroup "
+                                  "memory limit where the server may set one; always accounted).")
 
     @field_validator("command")
     @classmethod
@@ -130,6 +137,8 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
         raise SubmitError("gpus", f"the job asks for {sub.gpus} GPUs but this cluster has {cluster.num_gpus}")
     if sub.gpus > biggest:
         raise SubmitError("gpus", f"the job asks for {sub.gpus} GPUs but at most {biggest} are of one type")
+    if sub.gpu_type is not None:
+        check_gpu_type(sub.gpu_type, sub.gpus, controller)
     known = controller.job_types()
     if sub.job_type not in known:
         shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
@@ -164,6 +173,19 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
             found = None
         if found is None:
             raise SubmitError("command", f"'{prog}' is not found on the server's PATH")
+
+
+def check_gpu_type(gpu_type: str, gpus: int, controller: "Controller") -> None:
+    """The cluster has ``gpus`` GPUs of ``gpu_type``, and the placement honours a job's GPU type."""
+    by_type = controller.cluster.gpus_by_type
+    if gpu_type not in by_type:
+        raise SubmitError("gpu_type", f"this cluster has no '{gpu_type}' GPUs; it has {', '.join(sorted(by_type))}")
+    if gpus > by_type[gpu_type]:
+        raise SubmitError("gpus", f"the job asks for {gpus} {gpu_type} GPUs but this cluster has {by_type[gpu_type]}")
+    placement = controller.scheduler.placement
+    if not placement.honours_gpu_type:
+        raise SubmitError("gpu_type", f"this server's placement '{placement.name}' chooses GPU types by throughput "
+                                      "and does not honour a job's GPU type")
 
 
 def request_hash(sub: JobSubmission) -> str:

@@ -86,13 +86,14 @@ def job_view(row: Any, allocation: Any | None, events: list[Any] | None = None,
 
 
 def lifecycle_view(row: Any) -> dict[str, Any]:
-    """The job's lifecycle controls (``lifecycle``)."""
+    """The job's lifecycle controls (``lifecycle``) and resource requests (``resources``)."""
     deps = lifecycle.dependencies(row)
     return {"time_limit_seconds": _num(row["time_limit"]), "retries": int(row["retries"]),
             "retries_used": int(row["retries_used"]), "retry_backoff_seconds": float(row["retry_backoff"]),
             "held": bool(row["held"]), "after": [j for j, kind in deps if kind == "any"],
             "after_ok": [j for j, kind in deps if kind == "ok"], "array_job": row["array_job"],
-            "array_index": row["array_index"], "resubmit_of": row["resubmit_of"]}
+            "array_index": row["array_index"], "resubmit_of": row["resubmit_of"], "gpu_type": row["gpu_type"],
+            "cpus": _num(row["cpus"]), "memory_mb": row["memory_mb"]}
 
 
 def prometheus_text(controller: Controller) -> str:

@@ -67,6 +67,8 @@ class Launch:
     nproc: int
     gpus: tuple[int, ...]  # global ids in the committed view
     account: Account | None = None  # the Unix account the job runs as (None: the launcher's own)
+    cpus: float | None = None  # the job's CPU request (``resources``): a cgroup quota where one can be set
+    memory_mb: int | None = None  # its memory request (MiB): a cgroup limit where one can be set
 
 
 @dataclass(frozen=True)

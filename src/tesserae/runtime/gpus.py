@@ -41,9 +41,22 @@ def gpu_type_of(name: str) -> str:
 
 
 def virtual_gpus(count: int, gpu_type: str = DEFAULT_GPU_TYPE) -> list[Gpu]:
+    """``count`` virtual GPUs of ``gpu_type``, or of several types: ``v100:2,k80:2`` (counts adding up to
+    ``count``)."""
     if count < 1:
         raise InputError("--virtual-gpus must be at least 1", field="virtual-gpus")
-    return [Gpu(str(i), gpu_type.lower(), f"virtual {gpu_type}", None, True) for i in range(count)]
+    if ":" not in gpu_type:
+        return [Gpu(str(i), gpu_type.lower(), f"virtual {gpu_type}", None, True) for i in range(count)]
+    types: list[str] = []
+    for part in gpu_type.split(","):
+        name, _, n = part.strip().partition(":")
+        if not name or not n.isdigit() or int(n) < 1:
+            raise InputError(f"'{part.strip()}' is not TYPE:COUNT (e.g. v100:2,k80:2)", field="gpu-type")
+        types += [name.lower()] * int(n)
+    if len(types) != count:
+        raise InputError(f"the counts of '{gpu_type}' add up to {len(types)}, not --virtual-gpus {count}",
+                         field="gpu-type")
+    return [Gpu(str(i), t, f"virtual {t}", None, True) for i, t in enumerate(types)]
 
 
 def nvml_gpus() -> list[Gpu]:

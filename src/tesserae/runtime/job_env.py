@@ -24,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tesserae.runtime import resources
+
 #: Taken from the server's (or a Ray node's) environment when set there.
 BASE_VARS = ("PATH", "LANG")
 #: The account's own, set from the password database when the job runs under another account.
@@ -89,7 +91,7 @@ def contract(job: Mapping[str, Any], workspace: Path, gpus: tuple[int, ...], run
     if "array_index" in job.keys() and job["array_index"] is not None:  # noqa: SIM118 (a sqlite3.Row's `in` is its values)
         env["TESSERAE_ARRAY_INDEX"] = str(job["array_index"])
         env["TESSERAE_ARRAY_JOB_ID"] = str(job["array_job"])
-    return env
+    return {**resources.env_for(job), **env}
 
 
 def device_env(devices: Iterable[str], master_addr: str, master_port: int) -> dict[str, str]:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.core.cluster import Cluster
-from tesserae.runtime import job_env, job_files, launcher, lifetime, procs
+from tesserae.runtime import job_env, job_files, launcher, lifetime, procs, resources
 from tesserae.runtime.executor import Adopted, Launch, NodeState, ViewChange
 from tesserae.runtime.gpus import Gpu, machine_cluster
 
@@ -124,8 +124,14 @@ class LocalExecutor:
         marker = str(run_dir)
         env = {**self.run_env(launch), procs.MARKER_VAR: marker}
         opts = []
+        missed = [n for n, v in (("cpus", launch.cpus), ("memory", launch.memory_mb)) if v is not None]
         if self.cgroups is not None:
-            opts += ["--cgroup", self.cgroups.create(run_dir)]
+            cgroup = self.cgroups.create(run_dir)
+            opts += ["--cgroup", cgroup]
+            missed = resources.limit_cgroup(cgroup, launch.cpus, launch.memory_mb)
+        if missed:  # said in the job's log: the request is accounted, not enforced
+            job_files.append_server_line(launch.log_path, f"{' and '.join(missed)} requested but not enforced here "
+                                                          "(no cgroup controller for it); accounted only")
         if launch.account is not None:
             opts += ["--account", launch.account.launcher_arg()]
         cmd = [self.python, "-I", LAUNCHER, str(run_dir), str(launch.nproc), *opts, "--", *launch.argv]

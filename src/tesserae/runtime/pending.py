@@ -37,6 +37,8 @@ class Queue:
     free_gpus: int
     order: list[int] = field(default_factory=list)
     levels: dict[int, int] = field(default_factory=dict)
+    #: Free GPUs of each type (for a job that asks for a type).
+    free_by_type: dict[str, int] = field(default_factory=dict)
 
 
 Rule = Callable[[Any, Queue], "str | None"]
@@ -81,11 +83,16 @@ def snapshot(controller: Controller, now: float | None = None) -> tuple[Queue, l
     for a in store.query("SELECT gpus FROM allocations WHERE phase != 'ended'"):
         used.update(json.loads(a["gpus"]))
     total = controller.cluster.num_gpus
+    free_by_type = dict(controller.cluster.gpus_by_type)
+    gpus = controller.executor.gpus
+    for g in used:
+        if 0 <= g < len(gpus) and gpus[g].gpu_type in free_by_type:
+            free_by_type[gpus[g].gpu_type] -= 1
     order, levels = policy_order(controller)
     waiting = store.query(f"SELECT * FROM jobs WHERE state IN ({','.join('?' * len(RUNNABLE_STATES))}) "
                           "AND cancel_requested=0 ORDER BY id", RUNNABLE_STATES)
     return Queue(time.time() if now is None else now, states, total, max(0, total - len(used)), order,
-                 levels), waiting
+                 levels, free_by_type), waiting
 
 
 def describe(controller: Controller, now: float | None = None) -> dict[int, Pending]:
@@ -121,8 +128,11 @@ def reasons(queue: Queue, waiting: list[Any]) -> dict[int, Pending]:
     eligible.sort(key=lambda r: (int(r["id"]) not in rank, rank.get(int(r["id"]), 0), int(r["id"])))
     for ahead, row in enumerate(eligible):
         job_id, need = int(row["id"]), int(row["num_gpus"])
-        if need > queue.free_gpus:
-            reason = f"waiting for {need} GPU{'s' if need > 1 else ''} ({queue.free_gpus} free)"
+        kind = row["gpu_type"] if "gpu_type" in row.keys() else None  # noqa: SIM118 (a sqlite3.Row's `in`: values)
+        free = queue.free_gpus if kind is None else queue.free_by_type.get(kind, 0)
+        if need > free:
+            what = f"{need}{'' if kind is None else ' ' + kind} GPU{'s' if need > 1 else ''}"
+            reason = f"waiting for {what} ({free} free)"
         elif ahead:
             level = queue.levels.get(job_id)
             reason = f"behind {ahead} job{'s' if ahead > 1 else ''}" + ("" if level is None else f" in queue {level}")

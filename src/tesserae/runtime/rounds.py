@@ -108,7 +108,7 @@ class Rounds:
         specs = [JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]),
                          str(r["job_type"]) if r["job_type"] in known else "generic",
                          float(r["iterations"] or r["total_reported"] or UNKNOWN_WORK), None, str(r["user"]),
-                         1.0, str(r["name"])) for r in rows]
+                         1.0, str(r["name"]), gpu_type=r["gpu_type"]) for r in rows]
         table = self.table_for(specs)
         row_of = {int(r["id"]): i for i, r in enumerate(rows)}
         running = self.runs.running()

@@ -142,7 +142,7 @@ class RunBook:
         self.paths.append_log(job_id, f"run {live.alloc_id} ({kind}) on GPUs {','.join(map(str, gpus))}")
         env = job_env.contract(job, self.paths.workspace(job_id), gpus, live.alloc_id, live.strategy)
         return self.executor.spawn(Launch(argv, env, cwd, self.paths.log_path(job_id), live.run_dir,
-                                          int(job["nproc"]), gpus, account))
+                                          int(job["nproc"]), gpus, account, job["cpus"], job["memory_mb"]))
 
     # ------------------------------------------------------------------ stop
     def begin_stop(self, live: Live, why: str, now: float) -> None:

@@ -97,7 +97,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     after TEXT NOT NULL DEFAULT '[]',
     array_job INTEGER,
     array_index INTEGER,
-    resubmit_of INTEGER
+    resubmit_of INTEGER,
+    gpu_type TEXT,
+    cpus REAL,
+    memory_mb INTEGER
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user);
@@ -130,7 +133,8 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 """
 #: Version N -> N+1. 1 -> 2: submissions carry an idempotency key. 2 -> 3: lifecycle controls
-#: (``lifecycle``: time limit, retries, hold, dependencies, arrays, resubmission).
+#: (``lifecycle``: time limit, retries, hold, dependencies, arrays, resubmission) and resource requests
+#: (a GPU type, CPUs, memory: ``resources``).
 _MIGRATIONS = {
     1: """
 ALTER TABLE jobs ADD COLUMN idempotency_key TEXT;
@@ -147,6 +151,9 @@ ALTER TABLE jobs ADD COLUMN after TEXT NOT NULL DEFAULT '[]';
 ALTER TABLE jobs ADD COLUMN array_job INTEGER;
 ALTER TABLE jobs ADD COLUMN array_index INTEGER;
 ALTER TABLE jobs ADD COLUMN resubmit_of INTEGER;
+ALTER TABLE jobs ADD COLUMN gpu_type TEXT;
+ALTER TABLE jobs ADD COLUMN cpus REAL;
+ALTER TABLE jobs ADD COLUMN memory_mb INTEGER;
 """,
 }
 _INDEXES = """

@@ -111,6 +111,10 @@ class Simulator:
         t.status[unrunnable] = JobStatus.REJECTED
         self.rejections = {"too_large": int(too_big.sum()), "no_throughput_data": int(unrunnable.sum())}
         self.overhead = self._restart_costs()
+        if not scheduler.placement.honours_gpu_type and any(s.gpu_type for s in t.specs):
+            raise InputError(f"placement '{scheduler.placement.name}' chooses GPU types by throughput and does not "
+                             "honour a job's GPU type; use a type-blind placement (consolidated, first-fit, "
+                             "tiresias, yarn)", field="gpu_type")
         #: Time limits, failures and retries, dependencies (None: no job of the trace has controls).
         self.lifecycle = SimLifecycle.build(t)
         if self.lifecycle is not None and self.config.gavel_rounds:

@@ -78,6 +78,9 @@ FIELDS: dict[str, tuple[str, Callable[[dict[str, Any]], Any], Callable[[dict[str
     "preempt": ("PREEMPT", lambda j: j["preemptions"], lambda j: str(j["preemptions"])),
     "retries": ("RETRIES", lambda j: j["retries_used"], lambda j: f"{j['retries_used']}/{j['retries']}"),
     "exit": ("EXIT", lambda j: j["exit_code"], lambda j: "-" if j["exit_code"] is None else str(j["exit_code"])),
+    "gpu_type": ("GPU TYPE", lambda j: j["gpu_type"], lambda j: j["gpu_type"] or "any"),
+    "cpus": ("CPUS", lambda j: j["cpus"], lambda j: "-" if j["cpus"] is None else f"{j['cpus']:g}"),
+    "memory": ("MEM (MiB)", lambda j: j["memory_mb"], lambda j: "-" if j["memory_mb"] is None else str(j["memory_mb"])),
     "why": ("WHY", _why, _why),
 }
 
@@ -130,9 +133,10 @@ def usage(
     start = _when(doc["since"]) if doc["since"] is not None else "the beginning"
     span = f"{start} to {_when(doc['until']) if doc['until'] is not None else 'now'}"
     table = Table(box=None, pad_edge=False, title=f"GPU-hours from {span}", title_justify="left")
-    for col in ("USER", "JOBS", "GPU-HOURS"):
+    for col in ("USER", "JOBS", "GPU-HOURS", "CPU-HOURS"):
         table.add_column(col, justify="left" if col == "USER" else "right")
     for u in doc["users"]:
-        table.add_row(u["user"], str(u["jobs"]), f"{u['gpu_hours']:.3f}")
-    table.add_row("total", str(doc["total_jobs"]), f"{doc['total_gpu_hours']:.3f}", style="bold")
+        table.add_row(u["user"], str(u["jobs"]), f"{u['gpu_hours']:.3f}", f"{u['cpu_hours']:.3f}")
+    table.add_row("total", str(doc["total_jobs"]), f"{doc['total_gpu_hours']:.3f}", f"{doc['total_cpu_hours']:.3f}",
+                  style="bold")
     console.print(table)

@@ -108,7 +108,7 @@ def show(
 
 
 def lifecycle_rows(j: dict[str, Any]) -> list[tuple[str, str]]:
-    """The lifecycle controls a job was given (``runtime.lifecycle``)."""
+    """The lifecycle controls and resource requests a job was given (``runtime.lifecycle``, ``resources``)."""
     rows = []
     if j.get("time_limit_seconds") is not None:
         rows.append(("time limit", duration(j["time_limit_seconds"])))
@@ -124,6 +124,12 @@ def lifecycle_rows(j: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("held", "yes"))
     if j.get("resubmit_of") is not None:
         rows.append(("resubmit of", str(j["resubmit_of"])))
+    if j.get("gpu_type"):
+        rows.append(("gpu type", j["gpu_type"]))
+    if j.get("cpus") is not None:
+        rows.append(("cpus", f"{j['cpus']:g}"))
+    if j.get("memory_mb") is not None:
+        rows.append(("memory", f"{j['memory_mb']} MiB"))
     return rows
 
 

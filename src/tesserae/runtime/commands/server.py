@@ -26,7 +26,8 @@ def server(
                                                     "local Ray instance is started.")] = None,
     virtual_gpus: Annotated[int | None, typer.Option("--virtual-gpus", min=1, help="Declare N fake GPUs "
                                                      "instead of asking NVML (machines without GPUs).")] = None,
-    gpu_type: Annotated[str, typer.Option("--gpu-type", help="Type of the virtual GPUs.")] = "v100",
+    gpu_type: Annotated[str, typer.Option("--gpu-type", help="Type of the virtual GPUs, or TYPE:N,... for "
+                                          "several types (v100:2,k80:2).")] = "v100",
     host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", min=0, max=65535, help="Port (0: any free port, written "
                                       "to server.json in the state folder).")] = 8765,

@@ -11,6 +11,7 @@ from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.core.errors import InputError
 from tesserae.runtime.commands.common import client, err, parse_job_id
 from tesserae.runtime.lifecycle import MAX_RETRIES, parse_array, parse_duration
+from tesserae.runtime.resources import MAX_CPUS, parse_memory
 
 
 def register(app: typer.Typer) -> None:
@@ -99,6 +100,14 @@ def submit(
                                               "id.")] = None,
     hold: Annotated[bool, typer.Option("--hold", help="Submit held: not scheduled until 'tesserae release "
                                        "ID'.")] = False,
+    gpu_type: Annotated[str | None, typer.Option("--gpu-type", metavar="TYPE", help="Run only on GPUs of this "
+                                                 "type (tesserae cluster lists them).")] = None,
+    cpus: Annotated[float | None, typer.Option("--cpus", metavar="N", min=0.01, max=MAX_CPUS, help="CPU cores "
+                                               "(a cgroup quota where the server can set one; always "
+                                               "accounted).")] = None,
+    memory: Annotated[str | None, typer.Option("--memory", metavar="SIZE", help="Memory limit: 512M, 16G (a "
+                                               "cgroup limit where the server can set one; always accounted)."
+                                               )] = None,
 ) -> None:
     """Submit a job; prints its id. Example: tesserae submit --gpus 2 -- python train.py --lr 0.1"""
     if not command:
@@ -122,6 +131,15 @@ def submit(
     if workdir is not None:
         payload["workdir"] = str(Path(workdir).expanduser().resolve())
     payload.update(lifecycle_payload(time_limit, retries, retry_backoff, after, after_ok, array, hold))
+    if gpu_type is not None:
+        payload["gpu_type"] = gpu_type
+    if cpus is not None:
+        payload["cpus"] = cpus
+    if memory is not None:
+        try:
+            payload["memory_mb"] = parse_memory(memory)
+        except ValueError as e:
+            raise InputError(str(e), field="--memory") from None
     with client() as c:
         job = c.submit(payload, idempotency_key=idempotency_key)
     print("\n".join(map(str, job.get("array_job_ids") or [job["id"]])))
