@@ -67,7 +67,7 @@ def test_the_lifecycle_and_accounting_blocks_work_pasted_whole(tmp_path: Path) -
     start = (_readme_block().replace("--detach", f"--detach --port {port}").replace("8765", str(port))
              .replace("--iterations 400", "--iterations 10").replace("0.05", "0.01"))
     block = _block_after("### Waiting jobs, lifecycle controls").replace("--time-limit 20s", "--time-limit 3s")
-    assert "--time-limit 3s" in block and "--array 0-3" in block
+    assert "--time-limit 3s" in block and "--array 0-3" in block and "--gpu-type v100 --cpus 2 --memory 4G" in block
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
     env.update(HOME=str(tmp_path), PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}")
     state = tmp_path / "tesserae-state"

@@ -68,7 +68,14 @@ def test_pages_escape_names_and_errors_are_pages(server: Server) -> None:
     assert f"Job {job}: cancel refused: job {job} is already completed" in c.get(f"/ui/jobs/{job}").text
     assert 'data-testid="cancel"' not in c.get(f"/ui/jobs/{job}").text, "no cancel button on a finished job"
     r = c.post(f"/ui/jobs/{job}/hold", data={"csrf": csrf})
-    assert r.status_code == 404 and "does not support hold" in r.text  # hold arrives with the API's hold route
+    assert r.status_code == 303
+    assert f"Job {job}: hold refused: job {job} is completed; only a waiting job can be held" in c.get(
+        f"/ui/jobs/{job}").text
+    held = server.submit(toy(2, 0.01), gpus=1, name="held", hold=True)  # issue 14: hold and release buttons
+    page = c.get(f"/ui/jobs/{held}").text
+    assert 'data-testid="release"' in page and 'data-testid="hold"' not in page
+    assert c.post(f"/ui/jobs/{held}/release", data={"csrf": csrf}).status_code == 303
+    server.wait_state(held, "completed")
 
 
 def test_other_users_and_revoked_tokens(server: Server) -> None:

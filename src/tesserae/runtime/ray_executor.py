@@ -57,7 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.core.cluster import Cluster
-from tesserae.runtime import procs, ray_connect, ray_recovery
+from tesserae.runtime import job_files, procs, ray_connect, ray_recovery
 from tesserae.runtime.executor import Adopted, Launch, NodeState, ViewChange
 from tesserae.runtime.gpus import Gpu
 from tesserae.runtime.ray_gangs import GangBook, RayRun, start_gang
@@ -129,6 +129,10 @@ class RayExecutor:
         contract (``ray_agent``)."""
         if launch.account is not None:
             raise ValueError("the ray executor runs jobs as the Ray workers' account; it cannot take another")
+        if launch.cpus is not None or launch.memory_mb is not None:  # ``resources``: accounted, not enforced
+            with contextlib.suppress(OSError):
+                job_files.append_server_line(launch.log_path, "cpus and memory requests are not enforced on Ray "
+                                                              "nodes; accounted only")
         return start_gang(self.gangs, launch, self.pass_env)
 
     def exited(self, run: RayRun) -> bool:

@@ -125,8 +125,10 @@ def register(dash: Dashboard) -> None:
             now = time.time()
             state = job["state"]
             actions = {"cancel": state not in FINAL_STATES and not job["cancel_requested"],
-                       "hold": dash.has_route("/v1/jobs/{job_id}/hold") and state in ("queued", "preempted"),
-                       "release": dash.has_route("/v1/jobs/{job_id}/release") and state == "held"}
+                       "hold": dash.has_route("/v1/jobs/{job_id}/hold") and state in ("queued", "preempted")
+                       and not job.get("held"),
+                       "release": dash.has_route("/v1/jobs/{job_id}/release") and bool(job.get("held"))
+                       and state in ("queued", "preempted")}
             events = [{**e, "text": event_text(e)} for e in job.get("events", [])]
             return {"job": job, "timeline": run_timeline(job, runs, now), "events": events, "now": now,
                     "actions": actions, "title": f"Job {job['id']}"}
