@@ -3,13 +3,16 @@ dependencies, from the trace's columns; every time worked out by hand."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError
-from tesserae.core.jobs import Controls, JobSpec
+from tesserae.core.jobs import Controls, JobSpec, JobStatus, Outcome
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.metrics import job_records
 from tesserae.sim.runner import RunSpec, simulate
@@ -154,3 +157,55 @@ def test_a_placement_that_chooses_types_refuses_a_gpu_type() -> None:
     with pytest.raises(InputError, match="does not honour a job's GPU type"):
         simulate([JobSpec(0, 0.0, 1, "resnet50", 10.0, gpu_type="k80")], parse_cluster_spec("1x4:v100,1x4:k80"),
                  DefaultModel(), run)
+
+
+@st.composite
+def controlled_workloads(draw: st.DrawFn) -> list[JobSpec]:
+    n = draw(st.integers(1, 14))
+    jobs = []
+    for i in range(n):
+        earlier = list(range(i))
+        deps = draw(st.lists(st.sampled_from(earlier), max_size=2, unique=True)) if earlier else []
+        ok = draw(st.lists(st.booleans(), min_size=len(deps), max_size=len(deps)))
+        failures = draw(st.integers(0, 3))
+        controls = Controls(time_limit=draw(st.none() | st.floats(5, 500)), retries=draw(st.integers(0, 3)),
+                            retry_backoff=draw(st.sampled_from([0.0, 7.0, 60.0])),
+                            after=tuple(d for d, k in zip(deps, ok, strict=True) if not k),
+                            after_ok=tuple(d for d, k in zip(deps, ok, strict=True) if k),
+                            failures=failures, fail_after=draw(st.floats(1, 200)) if failures else None)
+        # job i is submitted in [10 i, 10 i + 40): its dependencies (earlier ids) no later than it
+        submit = float(max(10 * i + draw(st.integers(0, 39)), *(10 * d + 39 for d in deps))) if deps else \
+            float(10 * i + draw(st.integers(0, 39)))
+        jobs.append(JobSpec(i, submit, draw(st.sampled_from([1, 2, 4])), "resnet50", float(draw(st.integers(1, 400))),
+                            controls=controls))
+    return jobs
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(controlled_workloads(), st.sampled_from(["fifo", "las"]), st.booleans())
+def test_lifecycle_invariants(jobs: list[JobSpec], policy: str, event: bool) -> None:
+    """Every job ends exactly once; none starts before its dependencies ended, none ran past its time
+    limit (by more than a round's rounding), none retried more than allowed; a completed job did all
+    its work; an after-ok dependent of a job that did not complete never ran."""
+    run = RunSpec(policy=policy, round_seconds=30, restart_overhead=2, event_driven=event)
+    result, summary = simulate(jobs, parse_cluster_spec("1x4"), DefaultModel(), run)
+    t = result.table
+    row = {int(j): r for r, j in enumerate(t.job_id.tolist())}
+    assert (t.status == JobStatus.DONE).all()
+    life = summary["lifecycle"]
+    assert sum(life[o.name.lower()] for o in Outcome) == len(jobs)
+    for spec in jobs:
+        r, c = row[spec.job_id], spec.controls
+        assert c is not None
+        assert t.retries_used[r] <= c.retries
+        if c.time_limit is not None:
+            assert t.executed[r] <= c.time_limit + 1e-6
+        if t.outcome[r] == Outcome.COMPLETED:
+            assert t.progress[r] == pytest.approx(spec.work)
+        started = t.first_start[r]
+        for d in (*c.after, *c.after_ok):
+            dr = row[d]
+            if not math.isnan(started):
+                assert started >= t.finish[dr] - 1e-6, "started before its dependency ended"
+            if d in c.after_ok and t.outcome[dr] != Outcome.COMPLETED:
+                assert t.outcome[r] == Outcome.CANCELLED and math.isnan(started)
