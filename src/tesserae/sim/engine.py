@@ -126,6 +126,13 @@ class Simulator:
         self._type_node_size = {ti: int(cluster.node_num_gpus[cluster.node_type == ti].max())
                                 for ti in range(len(cluster.gpu_types))}
 
+    def reject(self, mask: np.ndarray, reason: str) -> None:
+        """Jobs that can never run here for a reason the engine cannot see (a queue rule): counted."""
+        t = self.table
+        new = mask & (t.status == JobStatus.PENDING)
+        t.status[new] = JobStatus.REJECTED
+        self.rejections[reason] = self.rejections.get(reason, 0) + int(new.sum())
+
     # ----------------------------------------------------------------------------- restart costs
     def _restart_costs(self) -> np.ndarray:
         """Seconds each row's (re)start costs; 0 for rejected rows, which never start."""
