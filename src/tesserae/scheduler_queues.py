@@ -66,10 +66,12 @@ class QueueStep:
         self._leaf_guarantee = tree.guarantee[leaves]
         self._leaf_cap = np.array([min(tree.limit[a] for a in chain) for chain in tree.ancestors])
         n, nl = tree.num_nodes, tree.num_leaves
-        # leaf -> node incidence: node totals = incidence @ leaf totals
-        self._incidence = np.zeros((n, nl), dtype=np.float64)
-        for pos, chain in enumerate(tree.ancestors):
-            self._incidence[list(chain), pos] = 1.0
+        # (node, leaf) pairs with the leaf under the node: node totals are a bincount over them
+        # (no BLAS call: a matrix product this small costs more in thread wake-ups than in work).
+        self._pair_node = np.array([a for chain in tree.ancestors for a in chain], dtype=np.int64)
+        self._pair_leaf = np.array([p for p, chain in enumerate(tree.ancestors) for _ in chain], dtype=np.int64)
+        self._under = np.zeros((n, nl), dtype=bool)
+        self._under[self._pair_node, self._pair_leaf] = True
         #: The latest decision, per node: budget, GPUs in use, GPUs asked for; per row: why it waits.
         self.budget = np.zeros(n, dtype=np.int64)
         self.used = np.zeros(n, dtype=np.int64)
@@ -87,6 +89,8 @@ class QueueStep:
         self._table: Any = None
         self._last_now = math.nan
         self._mark = np.empty(0)
+        self._pos = np.empty(0, dtype=np.int64)
+        self._running_prev = np.empty(0, dtype=np.int64)
         self._active_prev = np.empty(0, dtype=np.int64)
         self._borrowed_prev = np.empty(0, dtype=np.int64)
 
@@ -122,18 +126,20 @@ class QueueStep:
         b_row = budget[leaf]
         over = cum > b_row
         value = np.where(over, (cum - b_row) / self.tree.weight[self._leaf_nodes][leaf], cum / np.maximum(b_row, 1))
-        m = np.lexsort((np.arange(n), leaf, value, over))
+        # Rows that ran last round and fit their budget whatever else happens go first: they are
+        # admitted in any case, and first they keep their GPUs (and admit in bulk where the placer can).
+        keep = np.zeros(n, dtype=bool)
+        if previous and n:
+            prev = np.fromiter(previous, dtype=np.int64, count=len(previous))
+            keep = np.isin(rows, prev) & ~over & ~prod_out
+        m = np.lexsort((np.arange(n), leaf, value, over, ~keep))
         rows, leaf, cls, gang, over, prod_out = rows[m], leaf[m], cls[m], gang[m], over[m], prod_out[m]
         admitted = np.zeros(n, dtype=bool)
         left = budget.astype(np.int64).tolist()  # budget left per leaf
         prod_left = g_leaf.astype(np.int64).tolist()
-        # Bulk-admit the leading rows that ran last round and fit their budget in any case.
-        k = 0
-        if previous and n:
-            prev = np.fromiter(previous, dtype=np.int64, count=len(previous))
-            ok = np.isin(rows, prev) & ~over & ~prod_out
-            k = int(n if ok.all() else np.argmin(ok))
-            k = keep_prefix(rows[:k]) if k else 0
+        k = int(keep.sum())
+        if k:
+            k = keep_prefix(rows[:k])
             if k:
                 admitted[:k] = True
                 used_k = np.bincount(leaf[:k], weights=gang[:k], minlength=len(left)).astype(np.int64)
@@ -141,29 +147,39 @@ class QueueStep:
                 pk = np.bincount(leaf[:k][cls[:k] == 0], weights=gang[:k][cls[:k] == 0], minlength=len(left))
                 prod_left = (np.asarray(prod_left) - pk.astype(np.int64)).tolist()
         leaf_l, gang_l, cls_l, rows_l = leaf.tolist(), gang.tolist(), cls.tolist(), rows.tolist()
-        possible = np.flatnonzero(~prod_out & (gang <= budget[leaf]))
-        for i in possible[possible >= k].tolist():
-            q, g = leaf_l[i], gang_l[i]
-            if g > left[q] or (cls_l[i] == 0 and g > prod_left[q]):
-                continue
-            if g > placer.free:
-                if placer.free == 0:
-                    break
-                continue
-            if placer.try_admit(rows_l[i]):
-                admitted[i] = True
-                left[q] -= g
-                if cls_l[i] == 0:
-                    prod_left[q] -= g
-            elif no_backfill:
-                left[q] = -1  # YARN-CS inside a queue: nothing behind a job that did not fit
+
+        def admit_within_budget(candidates: np.ndarray) -> None:
+            for i in candidates.tolist():
+                q, g = leaf_l[i], gang_l[i]
+                if g > left[q] or (cls_l[i] == 0 and g > prod_left[q]):
+                    continue
+                if g > placer.free:
+                    if placer.free == 0:
+                        return
+                    continue
+                if placer.try_admit(rows_l[i]):
+                    admitted[i] = True
+                    left[q] -= g
+                    if cls_l[i] == 0:
+                        prod_left[q] -= g
+                elif no_backfill:
+                    left[q] = -1  # YARN-CS inside a queue: nothing behind a job that did not fit
+
+        # Rows inside their budget in their queue's order first; then, skip and continue, the rows
+        # behind that fit what their queue's budget has left (few: only gangs as small as the residue).
+        idx = np.arange(n)
+        admit_within_budget(idx[(idx >= k) & ~over & ~prod_out])
+        residue = np.asarray(left, dtype=np.int64)
+        later = np.flatnonzero(over & ~prod_out & ~admitted & (gang <= residue[leaf]))
+        if later.size and placer.free > 0:
+            admit_within_budget(later)
         used_leaf = np.bincount(leaf[admitted], weights=gang[admitted], minlength=len(left)).astype(np.int64)
-        node_used = (self._incidence @ used_leaf).astype(np.int64).tolist()
+        node_used = self._up(used_leaf).astype(np.int64).tolist()
         limit = self.tree.limit.tolist()
         code = np.full(n, WAIT_GPUS, dtype=np.int8)
         code[prod_out] = PROD_OVER
         if self.enforce and placer.free > 0:
-            rest = np.flatnonzero(~admitted & ~prod_out & (cls != 0))
+            rest = np.flatnonzero(~admitted & ~prod_out & (cls != 0) & (gang <= placer.free))
             if no_backfill:
                 rest = rest[np.asarray(left, dtype=np.int64)[leaf[rest]] >= 0]
             if rest.size:
@@ -211,22 +227,26 @@ class QueueStep:
         if table is not self._table:  # a new table (the runtime's): accounts restart from here
             self._table = table
             self._mark = table.attained.copy()
+            self._pos = np.full(table.n, np.iinfo(np.int64).max, dtype=np.int64)
             self._active_prev = np.empty(0, dtype=np.int64)
+            self._running_prev = np.empty(0, dtype=np.int64)
             self._borrowed_prev = np.empty(0, dtype=np.int64)
             self._last_now = now
         elif self._mark.size < table.n:
             self._mark = np.concatenate([self._mark, table.attained[self._mark.size:]])
+            self._pos = np.concatenate([self._pos, np.full(table.n - self._pos.size, np.iinfo(np.int64).max)])
         dt = now - self._last_now if math.isfinite(self._last_now) else 0.0
         g = self.tree.guarantee.astype(np.float64)
         if dt > 0:
-            delta = table.attained - self._mark
-            used_leaf = np.bincount(leaf_of[: table.n], weights=delta, minlength=nl)
+            ran = self._running_prev  # only rows that held GPUs since the last decision attained anything
+            delta = table.attained[ran] - self._mark[ran]
+            used_leaf = np.bincount(leaf_of[ran], weights=delta, minlength=nl)
             prev = self._active_prev
             end = np.where(np.isnan(table.finish[prev]), now, np.minimum(table.finish[prev], now))
             ask = table.num_gpus[prev] * np.maximum(end - self._last_now, 0.0)
             demand_leaf = np.bincount(leaf_of[prev], weights=ask, minlength=nl)
-            used_n = self._incidence @ used_leaf
-            demand_n = self._incidence @ demand_leaf
+            used_n = self._up(used_leaf)
+            demand_n = self._up(demand_leaf)
             entitled = np.minimum(g * dt, demand_n)
             self.used_gs += used_n
             self.demand_gs += demand_n
@@ -243,29 +263,36 @@ class QueueStep:
             shrank = used_leaf < self.used[self._leaf_nodes]
             lost = lost[shrank[leaf_of[lost]]]
             if lost.size:
-                self.reclaims += (self._incidence @ np.bincount(leaf_of[lost], minlength=nl)).astype(np.int64)
-        self._mark = table.attained.copy()
+                self.reclaims += self._up(np.bincount(leaf_of[lost], minlength=nl)).astype(np.int64)
+        self._mark[running] = table.attained[running]
+        self._running_prev = running
         self._last_now = now
         self._active_prev = np.asarray(active, dtype=np.int64).copy()
         # This decision: who holds GPUs beyond its queue's guarantee (the queue's lowest-ranked).
         act = np.asarray(active, dtype=np.int64)
-        self.demand = (self._incidence @ np.bincount(leaf_of[act], weights=table.num_gpus[act], minlength=nl)
-                       ).astype(np.int64)
+        self.demand = self._up(np.bincount(leaf_of[act], weights=table.num_gpus[act], minlength=nl)).astype(np.int64)
         if running.size == 0:
             self.used = np.zeros(self.tree.num_nodes, dtype=np.int64)
             self.borrowing = self.used.copy()
             self._borrowed_prev = running
             return
-        pos = np.full(table.n, order.size, dtype=np.int64)
-        pos[np.asarray(order, dtype=np.int64)] = np.arange(order.size)
+        order = np.asarray(order, dtype=np.int64)
+        pos = self._pos
+        pos[order] = np.arange(order.size)
         r_leaf = leaf_of[running]
         idx = np.lexsort((pos[running], cls_of[running], r_leaf))
+        pos[order] = np.iinfo(np.int64).max
         running, r_leaf = running[idx], r_leaf[idx]
         gang = table.num_gpus[running]
         beyond = grouped_cumsum(gang, r_leaf) > self._leaf_guarantee[r_leaf]
         self._borrowed_prev = running[beyond]
-        self.used = (self._incidence @ used_leaf).astype(np.int64)
+        self.used = self._up(used_leaf).astype(np.int64)
         self.borrowing = np.maximum(self.used - self.tree.guarantee, 0)
+
+    def _up(self, leaf_values: np.ndarray) -> np.ndarray:
+        """Totals per node (leaves and every queue above them) of per-leaf values."""
+        return np.bincount(self._pair_node, weights=np.asarray(leaf_values, dtype=np.float64)[self._pair_leaf],
+                           minlength=self.tree.num_nodes)
 
     def close(self, table: JobTable) -> None:
         """Book the time after the last decision, up to the last completion (end of a simulation)."""
@@ -277,7 +304,7 @@ class QueueStep:
 
     def in_queue(self, node: int, leaves: np.ndarray) -> np.ndarray:
         """Which of these leaf positions lie under ``node`` (itself included)."""
-        return self._incidence[node, leaves] > 0
+        return self._under[node, leaves]
 
     def snapshot(self) -> list[dict[str, Any]]:
         """Per queue, as of the latest decision and over the run so far: what reports and /metrics show."""
