@@ -60,7 +60,8 @@ class Scheduler:
             use_policy(self.policy)
         if self.queues is not None and self.queues.enforce:
             self.last_order = self.queues.walk(placer, table, order, previous, self.config.no_backfill,
-                                               lambda prefix: self._keep_running_prefix(placer, prefix, previous))
+                                               lambda prefix: self._keep_running_prefix(placer, prefix, previous),
+                                               now)
         else:
             self._walk(placer, table.num_gpus[order], order, previous)
         plan = self._finish(now, placer, self.last_order, previous)

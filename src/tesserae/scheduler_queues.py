@@ -95,31 +95,39 @@ class QueueStep:
         self._borrowed_prev = np.empty(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ the walk
-    def _leaf_order(self, table: JobTable, order: np.ndarray, previous: Mapping[int, Assignment]
+    def _leaf_order(self, table: JobTable, order: np.ndarray, previous: Mapping[int, Assignment], now: float
                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Rows grouped by leaf in each queue's own order; their leaf, class rank and gang."""
+        """Rows grouped by leaf in each queue's own order; their leaf, class rank and gang.
+
+        Pinned first: running production jobs, and running jobs inside their minimum run quantum.
+        """
         leaf_of, cls_of = self.rows(table)
         rows = np.asarray(order, dtype=np.int64)
         leaf, cls = leaf_of[rows], cls_of[rows]
-        pinned = cls == 0
-        if previous and pinned.any():
+        pinned = np.zeros(rows.size, dtype=bool)
+        if previous:
             prev = np.fromiter(previous, dtype=np.int64, count=len(previous))
-            pinned &= np.isin(rows, prev)
-        else:
-            pinned[:] = False
+            pinned = np.isin(rows, prev) & ((cls == 0) | (table.hold_until[rows] > now + 1e-9))
         idx = np.lexsort((np.arange(rows.size), cls, ~pinned, leaf))
         return rows[idx], leaf[idx], cls[idx], table.num_gpus[rows[idx]]
 
     def walk(self, placer: Any, table: JobTable, order: np.ndarray, previous: Mapping[int, Assignment],
-             no_backfill: bool, keep_prefix: Callable[[np.ndarray], int]) -> np.ndarray:
-        """Admit rows through ``placer.try_admit`` queue by queue; returns the merged order."""
-        rows, leaf, cls, gang = self._leaf_order(table, order, previous)
+             no_backfill: bool, keep_prefix: Callable[[np.ndarray], int], now: float = 0.0) -> np.ndarray:
+        """Admit rows through ``placer.try_admit`` queue by queue; returns the merged order.
+
+        Running jobs inside their minimum run quantum (``hold_until``) keep their GPUs even beyond
+        their queue's budget: a reclaim waits for the quantum to end, as it does in KAI.
+        """
+        rows, leaf, cls, gang = self._leaf_order(table, order, previous, now)
         n = rows.size
         g_leaf = self._leaf_guarantee
         cum = grouped_cumsum(gang, leaf)
         prod = cls == 0
-        prod_out = prod & (grouped_cumsum(gang * prod, leaf) > g_leaf[leaf])
-        demand = np.bincount(leaf[~prod_out], weights=gang[~prod_out], minlength=self.tree.num_leaves)
+        prod_out = prod & (gang > g_leaf[leaf])  # a production job larger than its guarantee never runs
+        # Production jobs ask for at most their queue's guarantee: beyond it they may not run.
+        nl = self.tree.num_leaves
+        demand = np.bincount(leaf[~prod], weights=gang[~prod], minlength=nl) + np.minimum(
+            np.bincount(leaf[prod & ~prod_out], weights=gang[prod & ~prod_out], minlength=nl), g_leaf)
         budget_nodes = queue_budgets(self.tree, demand.astype(np.int64), int(placer.free))
         self.budget = budget_nodes
         budget = budget_nodes[self._leaf_nodes]
@@ -131,7 +139,8 @@ class QueueStep:
         keep = np.zeros(n, dtype=bool)
         if previous and n:
             prev = np.fromiter(previous, dtype=np.int64, count=len(previous))
-            keep = np.isin(rows, prev) & ~over & ~prod_out
+            ran = np.isin(rows, prev)
+            keep = ran & ((~over & ~prod_out) | (table.hold_until[rows] > now + 1e-9))
         m = np.lexsort((np.arange(n), leaf, value, over, ~keep))
         rows, leaf, cls, gang, over, prod_out = rows[m], leaf[m], cls[m], gang[m], over[m], prod_out[m]
         admitted = np.zeros(n, dtype=bool)
@@ -139,13 +148,16 @@ class QueueStep:
         prod_left = g_leaf.astype(np.int64).tolist()
         k = int(keep.sum())
         if k:
-            k = keep_prefix(rows[:k])
-            if k:
-                admitted[:k] = True
-                used_k = np.bincount(leaf[:k], weights=gang[:k], minlength=len(left)).astype(np.int64)
-                left = (np.asarray(left) - used_k).tolist()
-                pk = np.bincount(leaf[:k][cls[:k] == 0], weights=gang[:k][cls[:k] == 0], minlength=len(left))
-                prod_left = (np.asarray(prod_left) - pk.astype(np.int64)).tolist()
+            bulk = keep_prefix(rows[:k])
+            admitted[:bulk] = True
+            for i in range(bulk, k):  # a placer without bulk admission: one by one
+                admitted[i] = placer.try_admit(int(rows[i]))
+            kept = admitted[:k]
+            used_k = np.bincount(leaf[:k][kept], weights=gang[:k][kept], minlength=len(left)).astype(np.int64)
+            left = (np.asarray(left) - used_k).tolist()
+            pk = kept & (cls[:k] == 0)
+            prod_k = np.bincount(leaf[:k][pk], weights=gang[:k][pk], minlength=len(left)).astype(np.int64)
+            prod_left = (np.asarray(prod_left) - prod_k).tolist()
         leaf_l, gang_l, cls_l, rows_l = leaf.tolist(), gang.tolist(), cls.tolist(), rows.tolist()
 
         def admit_within_budget(candidates: np.ndarray) -> None:
@@ -170,14 +182,14 @@ class QueueStep:
         idx = np.arange(n)
         admit_within_budget(idx[(idx >= k) & ~over & ~prod_out])
         residue = np.asarray(left, dtype=np.int64)
-        later = np.flatnonzero(over & ~prod_out & ~admitted & (gang <= residue[leaf]))
+        later = np.flatnonzero(over & ~prod_out & ~admitted & (gang <= residue[leaf]) & (idx >= k))
         if later.size and placer.free > 0:
             admit_within_budget(later)
         used_leaf = np.bincount(leaf[admitted], weights=gang[admitted], minlength=len(left)).astype(np.int64)
         node_used = self._up(used_leaf).astype(np.int64).tolist()
         limit = self.tree.limit.tolist()
         code = np.full(n, WAIT_GPUS, dtype=np.int8)
-        code[prod_out] = PROD_OVER
+        code[prod_out | (~admitted & (cls == 0) & (gang > np.asarray(prod_left, dtype=np.int64)[leaf]))] = PROD_OVER
         if self.enforce and placer.free > 0:
             rest = np.flatnonzero(~admitted & ~prod_out & (cls != 0) & (gang <= placer.free))
             if no_backfill:
@@ -200,7 +212,7 @@ class QueueStep:
                         admitted[i] = True
                         for a in chain:
                             node_used[a] += g
-        waiting = ~admitted & ~prod_out & over & (code == WAIT_GPUS)
+        waiting = ~admitted & over & (code == WAIT_GPUS)
         code[waiting] = WAIT_SHARE
         code[admitted] = ADMITTED
         self._reason_rows, self._reason_code = rows, code

@@ -49,6 +49,7 @@ class PerQueuePolicy(SchedulingPolicy):
                 self.policies.append(make_policy(want, **options))
             leaf_policy[pos] = names.index(want)
         self.leaf_policy = leaf_policy
+        self.time_slicing = any(p.time_slicing for p in self.policies)  # type: ignore[misc]
         self.rows = RowQueues(tree)
 
     def _split(self, table: JobTable, rows: np.ndarray) -> list[np.ndarray]:
