@@ -29,6 +29,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobStatus
 
 #: Priority classes, most important first; a job's class rank is its index here.
 PRIORITY_CLASSES: tuple[str, ...] = ("production", "normal", "preemptible")
@@ -375,11 +376,15 @@ def derived_config(gpu_seconds: Mapping[str, float], num_gpus: int, *, borrow_li
     return parse_config({"queues": entries, **({"default_queue": "default"} if "" in gpu_seconds else {})})
 
 
+_ENDED = (JobStatus.DONE, JobStatus.REJECTED)
+
+
 class RowQueues:
     """Leaf position and priority-class rank of every row of a job table.
 
-    Cached while the same table grows (the simulator's); a new table (the runtime builds one per
-    decision) is mapped afresh, which costs one dictionary lookup per distinct (queue, user).
+    Cached while the same table grows (the simulator's, the runtime's); a new table is mapped
+    afresh, which costs one dictionary lookup per distinct (queue, user). A finished job whose
+    queue is gone (the runtime's config changed since) maps to -1; an active one is an error.
     """
 
     def __init__(self, tree: QueueTree) -> None:
@@ -406,7 +411,10 @@ class RowQueues:
                     try:
                         pos = memo[key] = self.tree.leaf_of(spec.queue, spec.user)
                     except InputError as e:
-                        raise InputError(f"job {spec.job_id}: {e.message}", field="queue") from None
+                        if int(table.status[done + k]) in _ENDED:
+                            pos = -1
+                        else:
+                            raise InputError(f"job {spec.job_id}: {e.message}", field="queue") from None
                 leaf[k] = pos
                 c = ranks.get(spec.priority_class)
                 cls[k] = class_rank(spec.priority_class) if c is None else c

@@ -36,7 +36,9 @@ from tesserae.runtime.api_limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyL
 from tesserae.runtime.api_models import SubmitError, TokenRequest
 from tesserae.runtime.api_views import prometheus_text
 from tesserae.runtime.controller import Controller
+from tesserae.runtime.queues_api import add_queue_routes
 from tesserae.runtime.store import JOB_STATES, Principal
+from tesserae.runtime.tenancy import QueueRefused
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
@@ -86,6 +88,12 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
                                                  and r.path_regex.match(path) for m in r.methods or ()}))
         return SafeJSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
+    @app.exception_handler(QueueRefused)
+    async def _queue_refused(request: Request, exc: QueueRefused) -> JSONResponse:
+        msg = f"'{exc.field}': {exc}"
+        return SafeJSONResponse(status_code=exc.status, content={"detail": msg,
+                                                                 "errors": [{"field": exc.field, "message": msg}]})
+
     @app.exception_handler(SubmitError)
     async def _submit_error(request: Request, exc: SubmitError) -> JSONResponse:
         msg = f"'{exc.field}': {exc}"
@@ -112,6 +120,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
         return {"user": who.user, "admin": who.admin}
 
     add_job_routes(app, controller, Who)
+    add_queue_routes(app, controller, Who)
 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(who: Who) -> dict[str, Any]:

@@ -202,5 +202,6 @@ def queue_summary(result: SimResult, step: Any, window: tuple[int, int] | None =
     short = sum(r["entitled_gpu_seconds"] - r["met_gpu_seconds"] for r in records if r["leaf"])
     return {"queues": records,
             "jain_satisfaction": jain_index(np.array([r["satisfaction"] for r in leaves])),
+            "min_satisfaction": min((r["satisfaction"] for r in leaves), default=None),
             "guarantee_shortfall_gpu_hours": short / 3600.0,
             "borrowed_gpu_hours": sum(r["borrowed_gpu_seconds"] for r in records if r["leaf"]) / 3600.0}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from rich.console import Console
@@ -37,6 +38,18 @@ def state_text(job: dict[str, Any]) -> str:
     value = job["state"]
     extra = " (cancelling)" if job.get("cancel_requested") and value == "running" else ""
     return f"[{_STATE_STYLE.get(value, '')}]{value}[/]{extra}"
+
+
+def until(t: float | None, now: float) -> str:
+    """A predicted instant as 'in 3m20s' ('-' when none)."""
+    if t is None:
+        return "-"
+    return "now" if t <= now else f"in {duration(t - now)}"
+
+
+def when(t: float, now: float) -> str:
+    """A predicted instant as local time and 'in ...'."""
+    return f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(t))} ({until(t, now)})"
 
 
 def client() -> Any:
