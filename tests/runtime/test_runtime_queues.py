@@ -126,3 +126,31 @@ def test_the_server_refuses_a_bad_config_file(tmp_path: Path, text: str, needle:
     assert p.returncode == 2 and needle in p.stderr and str(cfg) in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
     assert not (tmp_path / "state").exists()  # refused before anything was written
+
+
+def test_predicted_start_show_jobs_and_what_if(servers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    s = servers(tmp_path / "state", gpus=1, policy="fifo", round_seconds=2.0)
+    first = s.submit(toy(200, 0.05), iterations=200)  # ~10 s on the one GPU
+    s.wait_state(first, "running")
+    second = s.submit(toy(20, 0.05), iterations=20)
+    j = wait_for(lambda: (x := s.job(second)).get("predicted_start") and x, what="a predicted start")
+    assert j["state"] == "queued"
+    # FIFO: the second job starts when the first ends, which is predicted too.
+    assert j["predicted_start"] == pytest.approx(s.job(first)["predicted_finish"], abs=1.0)
+    assert j["predicted_finish"] > j["predicted_start"] > j["submit_time"]
+    env = s.env()
+    p = run_here(["show", str(second)], env, monkeypatch, capsys)
+    assert p.returncode == 0 and "predicted start" in p.stdout and "predicted finish" in p.stdout
+    p = run_here(["jobs"], env, monkeypatch, capsys)
+    assert "STARTS" in p.stdout and "ENDS" in p.stdout
+    r = s.client().post("/v1/what-if", json={"policy": "las"})
+    assert r.status_code == 200, r.text
+    doc = r.json()
+    assert doc["policy"] == "fifo" and doc["what_if_policy"] == "las"
+    assert {x["id"] for x in doc["jobs"]} == {first, second}
+    p = run_here(["what-if", "--policy", "las"], env, monkeypatch, capsys)
+    assert p.returncode == 0 and "average JCT of the active jobs" in p.stdout and "under las" in p.stdout
+    r = s.client().post("/v1/what-if", json={"policy": "nope"})
+    assert r.status_code == 422 and "unknown policy 'nope'" in r.json()["detail"]
+    s.client().post(f"/v1/jobs/{first}/cancel")

@@ -43,6 +43,7 @@ from tesserae.runtime.store import RUNNABLE_STATES, Store
 from tesserae.scheduler import Scheduler
 
 if TYPE_CHECKING:
+    from tesserae.runtime.prediction import Predictor
     from tesserae.runtime.tenancy import RuntimeQueues
 
 __all__ = ["Controller", "ControllerConfig", "Live", "Stats"]
@@ -103,6 +104,15 @@ class Controller:
     @tenancy.setter
     def tenancy(self, queues: RuntimeQueues | None) -> None:
         self.rounds.tenancy = queues
+
+    @property
+    def predictor(self) -> Predictor | None:
+        """Predicted starts and finishes (None: the server makes none)."""
+        return self.rounds.predictor
+
+    @predictor.setter
+    def predictor(self, predictor: Predictor | None) -> None:
+        self.rounds.predictor = predictor
 
     def log_path(self, job_id: int) -> Path:
         return self.paths.log_path(job_id)

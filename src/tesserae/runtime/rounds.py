@@ -8,7 +8,8 @@ the recorded run intervals (an open run counts up to now), takes the progress ea
 Before it, the executor's new view of the cluster is taken, if it has one (nodes joined or left):
 the Scheduler is rebuilt on it (same policy and placement objects, so their per-job state
 carries over) and the running jobs' GPU ids are remapped onto it; and a tenant queue config
-replaced over the API (``tenancy``) is put into the scheduler. Applying the Plan is ``apply``'s.
+replaced over the API (``tenancy``) is put into the scheduler. After it, the predictor (if any)
+takes a copy of the state to predict start times from. Applying the Plan is ``apply``'s.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tesserae.runtime.store import ACTIVE_STATES, FINAL_STATES, Store
 from tesserae.scheduler import Scheduler
 
 if TYPE_CHECKING:
+    from tesserae.runtime.prediction import Predictor
     from tesserae.runtime.tenancy import RuntimeQueues
 
 #: Work (iterations) of a job that declared none: real schedulers such as Tiresias do not need it.
@@ -98,6 +100,8 @@ class Rounds:
         self.on_cluster_change: Callable[[Cluster], None] | None = None
         #: Tenant queues (``tenancy.RuntimeQueues``): a new config is installed before a decision.
         self.tenancy: RuntimeQueues | None = None
+        #: Predicted starts (``prediction.Predictor``): handed the state after every decision.
+        self.predictor: Predictor | None = None
 
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
         """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
@@ -156,6 +160,8 @@ class Rounds:
         running_rows = np.fromiter(plan.assignments, dtype=np.int64, count=len(plan.assignments))
         ev = self.scheduler.policy.next_event(table, active, running_rows, rel)
         self.next_event = self.epoch + ev if ev > rel else math.inf
+        if self.predictor is not None:  # it copies the state here and simulates it in a thread of its own
+            self.predictor.after_decision(self.epoch, rel, table, active, plan.assignments, self.scheduler)
         return plan, table
 
     def take_view(self) -> bool:

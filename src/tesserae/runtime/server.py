@@ -73,6 +73,8 @@ class ServerOptions:
     log_to_state: bool = False
     #: Server config file (YAML): tenant queues (``queues``, ``default_queue``); see ``tesserae.queue_file``.
     config: Path | None = None
+    #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.prediction``).
+    predict_restart_seconds: float = 5.0
 
 
 def say(msg: str) -> None:
@@ -163,6 +165,7 @@ def serve(opts: ServerOptions) -> None:
     from tesserae.runtime import tenancy as tenancy_mod
     from tesserae.runtime.api import create_app
     from tesserae.runtime.controller import Controller, ControllerConfig
+    from tesserae.runtime.prediction import Predictor
     from tesserae.runtime.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
     from tesserae.sim.runner import build_scheduler
 
@@ -198,6 +201,8 @@ def serve(opts: ServerOptions) -> None:
                                              event_driven=opts.event_driven, tick=opts.tick),
                             isolation=isolation, job_root=folder.job_root, reserve_job_id=folder.sidecar.reserve)
     controller.tenancy = tenancy
+    controller.predictor = Predictor(opts.run.round_seconds, opts.event_driven,
+                                     restart_seconds=opts.predict_restart_seconds, policy_options=opts.run.options())
     if tenancy is not None and tenancy.tree is not None:
         tenancy.install(scheduler)
         say(f"{len(tenancy.tree.leaves)} tenant queue(s) from {tenancy.source}")

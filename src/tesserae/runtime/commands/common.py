@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from typing import Any
 
@@ -11,6 +12,8 @@ from tesserae.core.errors import InputError
 
 console = Console()
 err = Console(stderr=True)
+#: For wide tables: when output is piped, Rich would fall back to 80 columns and cut the headers.
+wide_console = Console(width=None if sys.stdout.isatty() else 160)
 
 FINAL_STATES = ("completed", "failed", "cancelled")
 _STATE_STYLE = {"queued": "yellow", "running": "green", "preempted": "magenta", "completed": "blue",

@@ -7,20 +7,16 @@ names the file, line and key before anything is sent) and replaces the queues (a
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.cli_help import TesseraeGroup
 from tesserae.runtime.commands.common import client
-
-# Wide tables when output is piped (Rich would fall back to 80 columns and cut the headers).
-console = Console(width=None if sys.stdout.isatty() else 160)
+from tesserae.runtime.commands.common import wide_console as console
 
 
 def _gpus(value: int | None) -> str:
@@ -98,3 +94,4 @@ def register(app: typer.Typer) -> None:
         with client() as c:
             doc = c.call("PUT", "/v1/queues", json=config.model_dump(mode="json", exclude_none=True)).json()
         console.print(f"{len(doc['queues'])} queue(s) set; they take effect at the next decision", highlight=False)
+

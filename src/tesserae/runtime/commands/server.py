@@ -78,6 +78,9 @@ def server(
     config: Annotated[Path | None, typer.Option("--config", metavar="FILE", help="Server config (YAML): tenant "
                                                 "queues with guarantees, borrowing limits, weights and users; kept "
                                                 "in the store (see README).")] = None,
+    predict_restart_seconds: Annotated[float, typer.Option("--predict-restart-seconds", min=0.0, help="Restart "
+                                                           "cost (s) the predicted start times charge per "
+                                                           "(re)start.")] = 5.0,
 ) -> None:
     """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
     from tesserae.runtime.detach import DETACHED_VAR, detach_server
@@ -98,4 +101,5 @@ def server(
                         insecure_same_user=insecure_same_user, job_root=job_root,
                         pass_env=tuple(pass_env or ()), cgroups=cgroups, max_body_bytes=max_body_bytes,
                         ready_file=ready_file, new_store=new_store, config=config,
+                        predict_restart_seconds=predict_restart_seconds,
                         log_to_state=os.environ.get(DETACHED_VAR) == "1"))
