@@ -60,3 +60,14 @@ def test_a_budget_too_small_gives_no_prediction_rather_than_a_wrong_one() -> Non
     snap = Snapshot.take(100.0, t, np.array([0, 1, 2]), assignments, sched, np.ones(3, dtype=bool))
     p = predict(snap, cluster, SimConfig(round_seconds=300.0, event_driven=True), budget_seconds=0.0)
     assert not p.complete and p.start[1] is None
+
+
+def test_measured_speed_carries_over_to_jobs_of_the_same_kind() -> None:
+    cluster, sched, t, assignments = live_state()
+    t.progress[0] = 150.0  # 150 of its 200 iterations in 100 s: 1.5x the model's rate
+    snap = Snapshot.take(100.0, t, np.array([0, 1, 2]), assignments, sched, np.ones(3, dtype=bool))
+    p = predict(snap, cluster, SimConfig(round_seconds=300.0, restart_overhead=0.0, event_driven=True))
+    assert p.finish[0] == pytest.approx(100.0 + 50.0 / 1.5)
+    # Job 1 has the same type and GPU count: it runs 1.5x faster too; job 2 (1 GPU) takes the type's factor.
+    assert p.finish[1] - p.start[1] == pytest.approx(50.0 / 1.5)
+    assert p.finish[2] - p.start[2] == pytest.approx(30.0 / 1.5)

@@ -8,6 +8,9 @@ with no further arrivals, in the server's rounds, until every job has finished, 
 horizon is reached or the wall-clock budget is spent (jobs not started by then get no
 prediction).
 
+Speed: each job's remaining work is rescaled by how fast it (or, before it has run, the jobs of
+its type and GPU count) was measured to run against the throughput model (``measured_speed``).
+
 Remaining work: a job that gave its iterations has ``iterations - progress`` left. One that did
 not is given the expected remaining GPU time of the jobs that completed on this server, given
 what it has attained: E[S - a | S > a] over their GPU-seconds S (the empirical distribution
@@ -59,7 +62,7 @@ class Snapshot:
     table: JobTable
     active: np.ndarray
     assignments: dict[int, Assignment]
-    rates: dict[int, float]
+    rates: dict[int, float]  # measured rates of running rows for the engine (empty: speeds are in the work)
     scheduler: Scheduler
     known_work: np.ndarray  # per row: True when the job gave its iterations
 
@@ -71,12 +74,36 @@ class Snapshot:
         t, policy, placement, queues = copy.deepcopy((table, scheduler.policy, scheduler.placement,
                                                       scheduler.queues), memo)
         sched = Scheduler(scheduler.cluster, policy, placement, scheduler.model, scheduler.config, queues=queues)
-        rates = {}
-        for r in assignments:  # measured: iterations per second over the time it has run
-            if t.executed[r] > 0 and t.progress[r] > 0:
-                rates[r] = float(t.progress[r] / t.executed[r])
-        return cls(now, t, np.asarray(active, dtype=np.int64).copy(), dict(assignments), rates, sched,
-                   np.asarray(known_work, dtype=bool).copy())
+        act = np.asarray(active, dtype=np.int64).copy()
+        measured_speed(t, act)
+        return cls(now, t, act, dict(assignments), {}, sched, np.asarray(known_work, dtype=bool).copy())
+
+
+def measured_speed(t: JobTable, active: np.ndarray) -> np.ndarray:
+    """Scale the active jobs' remaining work so the model's rates give the measured durations.
+
+    A job that has progressed runs at ``progress / executed`` iterations per second (restart
+    costs included); against its model rate that is a speed factor, and its remaining
+    iterations are divided by it, so every simulated run of it, wherever the simulation places
+    it, lasts what the measurement says. A job not measured yet gets the median factor of the
+    jobs of its type and GPU count that were, else of its type, else 1. Returns the factors.
+    """
+    ran = np.flatnonzero((t.executed > 0) & (t.progress > 0) & (t.ref_rate > 0))
+    own = np.full(t.n, np.nan)
+    own[ran] = t.progress[ran] / t.executed[ran] / t.ref_rate[ran]
+    factor = np.ones(active.size)
+    for i, r in enumerate(active.tolist()):
+        if np.isfinite(own[r]):
+            factor[i] = own[r]
+            continue
+        same = ran[(t.type_idx[ran] == t.type_idx[r]) & (t.num_gpus[ran] == t.num_gpus[r])]
+        if same.size == 0:
+            same = ran[t.type_idx[ran] == t.type_idx[r]]
+        if same.size:
+            factor[i] = float(np.median(own[same]))
+    factor = np.clip(factor, 1e-6, 1e6)
+    t.work[active] = t.progress[active] + np.maximum(t.work[active] - t.progress[active], 0.0) / factor
+    return factor
 
 
 def expected_remaining(samples: np.ndarray, attained: np.ndarray) -> np.ndarray:
@@ -103,8 +130,8 @@ def fill_unknown_work(snap: Snapshot, round_seconds: float) -> list[int]:
         guess_gpu_s = expected_remaining(t.attained[done], t.attained[rows])
     fallback = np.maximum(t.attained[rows], round_seconds * t.num_gpus[rows])  # as much again, >= a round
     gpu_s = np.where(np.isfinite(guess_gpu_s) & (guess_gpu_s > 0), guess_gpu_s, fallback)
-    rate = np.array([snap.rates.get(int(r), float(t.ref_rate[r])) for r in rows.tolist()])
-    t.work[rows] = t.progress[rows] + gpu_s / t.num_gpus[rows] * rate
+    # In the model's iterations: the simulation runs them at the model's rate, i.e. in real seconds.
+    t.work[rows] = t.progress[rows] + gpu_s / t.num_gpus[rows] * t.ref_rate[rows]
     return [int(j) for j in t.job_id[rows].tolist()]
 
 
