@@ -104,3 +104,14 @@ def test_derived_guarantees_follow_gpu_time_and_sum_to_the_cluster() -> None:
     assert g == {"default": 0, "vc1": 38, "vc2": 19, "vc3": 7}  # 38.4, 19.2, 6.4: one more to the largest remainder
     assert sum(g.values()) == 64
     assert tree.default_queue == "default"
+
+
+def test_the_readme_example_is_a_valid_config(tmp_path: Path) -> None:
+    import re
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    text = re.search(r"```yaml\n(# queues.yaml\n.*?)```", readme, re.S).group(1)  # type: ignore[union-attr]
+    tree = load_queue_tree(write(tmp_path, text), {"a100": 16, "v100": 48})
+    assert [tree.names[n] for n in tree.leaves] == ["vision", "nlp", "interns"]
+    assert tree.guarantee.tolist() == [48, 32, 16, 0]
+    assert tree.names[tree.leaves[tree.leaf_of(user="zoe")]] == "interns"

@@ -6,9 +6,9 @@ of its own, at most ``budget_seconds`` of wall time per prediction; the API read
 finished prediction (one per decision: cached per round). ``what_if`` simulates the same latest
 snapshot under another policy, placement or queue config, for ``POST /v1/what-if``.
 
-The simulated restart cost of a (re)start is ``restart_seconds`` (default 5 s: the process start
-and checkpoint load of a small job on this machine; set it with ``tesserae server
---predict-restart-seconds``).
+The simulated cost of a (re)start is ``restart_seconds`` (default 1 s; ``benchmarks/sim_vs_real.py``
+measured about 0.2 s for the toy trainer on a 2-core machine, a PyTorch job loading a checkpoint
+takes longer: set it with ``tesserae server --predict-restart-seconds``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ UNKNOWN_WORK_MIN = 1e11  # the controller's stand-in for 'iterations not given' 
 
 
 class Predictor:
-    def __init__(self, round_seconds: float, event_driven: bool, *, restart_seconds: float = 5.0,
+    def __init__(self, round_seconds: float, event_driven: bool, *, restart_seconds: float = 1.0,
                  budget_seconds: float = 2.0, policy_options: dict[str, Any] | None = None) -> None:
         self.config = SimConfig(round_seconds=round_seconds, restart_overhead=restart_seconds,
                                 event_driven=event_driven, allow_thrashing=True)

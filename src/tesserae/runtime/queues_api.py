@@ -58,11 +58,12 @@ def queue_rows(controller: Any) -> list[dict[str, Any]]:
 def annotate(controller: Any, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Add what the scheduler knows about waiting jobs: why each waits, and its predicted start."""
     tenancy = controller.tenancy
-    predictor = getattr(controller, "predictor", None)
+    predictor = controller.predictor
     for v in views:
         waiting = v["state"] in WAITING
-        v["pending_reason"] = (tenancy.pending_reason(controller.scheduler, controller.table, v["id"])
-                               if waiting and tenancy is not None else None) or None
+        if tenancy is not None:  # only a server with tenant queues knows why a job waits
+            v["pending_reason"] = (tenancy.pending_reason(controller.scheduler, controller.table, v["id"])
+                                   if waiting else None) or None
         if predictor is not None:
             start, finish = predictor.lookup(v["id"])
             v["predicted_start"] = start if waiting else None

@@ -74,7 +74,7 @@ class ServerOptions:
     #: Server config file (YAML): tenant queues (``queues``, ``default_queue``); see ``tesserae.queue_file``.
     config: Path | None = None
     #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.prediction``).
-    predict_restart_seconds: float = 5.0
+    predict_restart_seconds: float = 1.0
 
 
 def say(msg: str) -> None:

@@ -80,7 +80,7 @@ def server(
                                                 "in the store (see README).")] = None,
     predict_restart_seconds: Annotated[float, typer.Option("--predict-restart-seconds", min=0.0, help="Restart "
                                                            "cost (s) the predicted start times charge per "
-                                                           "(re)start.")] = 5.0,
+                                                           "(re)start.")] = 1.0,
 ) -> None:
     """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
     from tesserae.runtime.detach import DETACHED_VAR, detach_server
