@@ -186,12 +186,20 @@ class QueueStep:
         if later.size and placer.free > 0:
             admit_within_budget(later)
         used_leaf = np.bincount(leaf[admitted], weights=gang[admitted], minlength=len(left)).astype(np.int64)
-        node_used = self._up(used_leaf).astype(np.int64).tolist()
+        used_nodes = self._up(used_leaf)
+        node_used = used_nodes.astype(np.int64).tolist()
         limit = self.tree.limit.tolist()
         code = np.full(n, WAIT_GPUS, dtype=np.int8)
         code[prod_out | (~admitted & (cls == 0) & (gang > np.asarray(prod_left, dtype=np.int64)[leaf]))] = PROD_OVER
         if self.enforce and placer.free > 0:
-            rest = np.flatnonzero(~admitted & ~prod_out & (cls != 0) & (gang <= placer.free))
+            # Headroom of each leaf under every limit on its path; it only shrinks during this pass,
+            # so a gang above it now can never be admitted here.
+            room = self.tree.limit - used_nodes
+            headroom = np.full(self.tree.num_leaves, np.inf)
+            np.minimum.at(headroom, self._pair_leaf, room[self._pair_node])
+            cand = ~admitted & ~prod_out & (cls != 0)
+            code[cand & (gang > headroom[leaf])] = AT_LIMIT
+            rest = np.flatnonzero(cand & (gang <= placer.free) & (gang <= headroom[leaf]))
             if no_backfill:
                 rest = rest[np.asarray(left, dtype=np.int64)[leaf[rest]] >= 0]
             if rest.size:
