@@ -115,3 +115,14 @@ def test_the_readme_example_is_a_valid_config(tmp_path: Path) -> None:
     assert [tree.names[n] for n in tree.leaves] == ["vision", "nlp", "interns"]
     assert tree.guarantee.tolist() == [48, 32, 16, 0]
     assert tree.names[tree.leaves[tree.leaf_of(user="zoe")]] == "interns"
+
+
+def test_large_and_deep_trees_are_bounded() -> None:
+    n = 10_000  # a cycle through every queue is found in linear time, and named
+    ring = parse_config({"queues": [{"name": f"q{i}", "parent": f"q{(i + 1) % n}"} for i in range(n)]})
+    with pytest.raises(InputError, match="'q0' is in a cycle of parents \\(q0 -> q1 -> q2"):
+        build_tree(ring)
+    chain = parse_config({"queues": [{"name": f"q{i}", "parent": f"q{i + 1}" if i < 39 else None}
+                                     for i in range(40)]})
+    with pytest.raises(InputError, match="17 levels deep; at most 16"):
+        build_tree(chain)

@@ -36,6 +36,7 @@ PRIORITY_CLASSES: tuple[str, ...] = ("production", "normal", "preemptible")
 DEFAULT_PRIORITY_CLASS = "normal"
 QUEUE_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$"
 MAX_QUEUES = 10_000
+MAX_DEPTH = 16
 
 QueueName = Annotated[str, Field(pattern=QUEUE_NAME_PATTERN)]
 Gpus = Annotated[int, Field(ge=0, le=10_000_000)]
@@ -243,19 +244,34 @@ def build_tree(config: QueueConfig, *, gpus_by_type: Mapping[str, int] | None = 
             if e.parent not in seen:
                 raise fail(f"queue '{e.name}' names an unknown parent '{e.parent}'", i, "parent")
             parent[i] = seen[e.parent]
-    for i in range(n):  # a cycle never reaches the top level
-        node, steps = i, 0
-        while node >= 0:
+    state = [0] * n  # 0 unseen, 1 on the current walk up, 2 known to reach the top level
+    for i in range(n):  # a cycle never reaches the top level; each node is walked once (O(n))
+        walk, node = [], i
+        while node >= 0 and state[node] == 0:
+            state[node] = 1
+            walk.append(node)
             node = int(parent[node])
-            steps += 1
-            if steps > n:
-                cycle = [names[i]]
-                node = int(parent[i])
-                while node != i and len(cycle) <= n:
-                    cycle.append(names[node])
-                    node = int(parent[node])
-                raise fail(f"queue '{names[i]}' is in a cycle of parents ({' -> '.join([*cycle, names[i]])})",
-                           i, "parent")
+        if node >= 0 and state[node] == 1:
+            cycle = walk[walk.index(node):]
+            first = min(cycle)
+            k = cycle.index(first)
+            cycle = cycle[k:] + cycle[:k]
+            raise fail(f"queue '{names[first]}' is in a cycle of parents "
+                       f"({' -> '.join(names[c] for c in [*cycle, first])})", first, "parent")
+        for x in walk:
+            state[x] = 2
+    depth = [0] * n
+    for i in range(n):  # parents first is not yet known: memoised walk up (no cycles left)
+        chain, node = [], i
+        while node >= 0 and depth[node] == 0:
+            chain.append(node)
+            node = int(parent[node])
+        base = depth[node] if node >= 0 else 0
+        for k, x in enumerate(reversed(chain), 1):
+            depth[x] = base + k
+            if depth[x] > MAX_DEPTH:
+                raise fail(f"queue '{names[x]}' is {depth[x]} levels deep; at most {MAX_DEPTH} are allowed", x,
+                           "parent")
     children: list[list[int]] = [[] for _ in range(n)]
     top: list[int] = []
     for i in range(n):
