@@ -147,3 +147,29 @@ def test_policies_that_cannot_run_in_queues_are_refused() -> None:
     with pytest.raises(InputError, match="cannot order jobs inside tenant queues"):
         build_scheduler(parse_cluster_spec("1x4"), DefaultModel(), RunSpec(policy="gavel-maxmin", placement="gavel"),
                         tree)
+
+
+def test_a_reclaim_never_takes_a_job_inside_its_minimum_run_quantum() -> None:
+    cluster = parse_cluster_spec("2x4")
+    tree = tree_of({"name": "a", "guarantee": 4}, {"name": "b", "guarantee": 4}, gpus=8)
+    sched = build_scheduler(cluster, DefaultModel(), RunSpec(policy="fifo", placement="first-fit"), tree)
+    t = _table([queued(0, 4, "b"), queued(1, 4, "b", submit=1.0), queued(2, 4, "a", submit=2.0)])
+    t.status[2] = JobStatus.PENDING
+    plan = _decide(sched, t)
+    assert sorted(plan.assignments) == [0, 1]  # b borrows a's 4 GPUs
+    t.hold_until[1] = 600.0  # job 1 (re)started with a quantum up to t = 600
+    t.status[2] = JobStatus.QUEUED
+    plan = _decide(sched, t, plan.assignments, now=300.0)
+    # a's job gets its guarantee at once: b gives back job 0, as job 1 is inside its quantum.
+    assert sorted(plan.assignments) == [1, 2] and plan.stopped == [0]
+    # Both of b's jobs held: a's job waits until a quantum ends.
+    t2 = _table([queued(0, 4, "b"), queued(1, 4, "b", submit=1.0), queued(2, 4, "a", submit=2.0)])
+    sched2 = build_scheduler(cluster, DefaultModel(), RunSpec(policy="fifo", placement="first-fit"), tree)
+    t2.status[2] = JobStatus.PENDING
+    plan = _decide(sched2, t2)
+    t2.hold_until[[0, 1]] = 600.0
+    t2.status[2] = JobStatus.QUEUED
+    plan = _decide(sched2, t2, plan.assignments, now=300.0)
+    assert sorted(plan.assignments) == [0, 1]
+    plan = _decide(sched2, t2, plan.assignments, now=600.0)
+    assert sorted(plan.assignments) == [0, 2] and plan.stopped == [1]
