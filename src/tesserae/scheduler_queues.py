@@ -116,7 +116,8 @@ class QueueStep:
         """Admit rows through ``placer.try_admit`` queue by queue; returns the merged order.
 
         Running jobs inside their minimum run quantum (``hold_until``) keep their GPUs even beyond
-        their queue's budget: a reclaim waits for the quantum to end, as it does in KAI.
+        their queue's budget: they rank first in their queue, so a reclaim takes the queue's other
+        jobs, and waits for a quantum to end only when none is left to take.
         """
         rows, leaf, cls, gang = self._leaf_order(table, order, previous, now)
         n = rows.size
