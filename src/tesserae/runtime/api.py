@@ -13,7 +13,7 @@ submission with the same key and body returns the job the first one created (sta
 client that lost the answer can ask again without submitting twice.
 
 Here: the app, its error handlers, authentication, and the server's routes (health, whoami,
-cluster, tokens, metrics). The job routes are ``api_jobs``; the tenant queues ``queues_api``;
+cluster, tokens, metrics). The job routes are ``api_jobs``; the tenant queues ``api_queues``;
 predictions under another policy ``api_what_if``; the bodies and submission checks
 ``api_models``; the answers ``api_views``; the dashboard (``/ui``) is ``tesserae.web``. A new
 group of routes is a module with an ``add_..._routes(app, controller, Who)``, called from
@@ -36,10 +36,10 @@ import tesserae
 from tesserae.runtime.api_jobs import add_job_routes
 from tesserae.runtime.api_limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyLimit, SafeJSONResponse
 from tesserae.runtime.api_models import SubmitError, TokenRequest
+from tesserae.runtime.api_queues import add_queue_routes
 from tesserae.runtime.api_views import prometheus_text
 from tesserae.runtime.api_what_if import add_what_if_routes
 from tesserae.runtime.controller import Controller
-from tesserae.runtime.queues_api import add_queue_routes
 from tesserae.runtime.store import JOB_STATES, Principal
 from tesserae.runtime.tenancy import QueueRefused
 

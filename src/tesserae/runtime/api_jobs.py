@@ -16,10 +16,10 @@ from fastapi import Path as PathParam
 
 from tesserae.runtime.api_limits import ErrorBody
 from tesserae.runtime.api_models import JobSubmission, SubmitError, check_submission, default_name, request_hash
+from tesserae.runtime.api_queues import annotate, queue_for
 from tesserae.runtime.api_views import job_view
 from tesserae.runtime.controller import Controller
 from tesserae.runtime.job_files import MAX_INT, read_log
-from tesserae.runtime.queues_api import annotate, queue_for
 from tesserae.runtime.store import FINAL_STATES, JOB_STATES, Principal
 
 LOG_CHUNK = 1 << 20

@@ -11,7 +11,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
-from tesserae.runtime.queues_api import queue_metrics
+from tesserae.runtime.api_queues import queue_metrics
 from tesserae.runtime.store import JOB_STATES
 
 if TYPE_CHECKING:

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from rich.console import Console
+from rich.table import Table
 
 from tesserae.core.errors import InputError
 
@@ -41,6 +42,16 @@ def state_text(job: dict[str, Any]) -> str:
     value = job["state"]
     extra = " (cancelling)" if job.get("cancel_requested") and value == "running" else ""
     return f"[{_STATE_STYLE.get(value, '')}]{value}[/]{extra}"
+
+
+def fields_table(rows: list[tuple[str, str]]) -> Table:
+    """One thing in detail: a bold name and its value per line."""
+    table = Table(show_header=False, box=None, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column()
+    for name, value in rows:
+        table.add_row(name, value)
+    return table
 
 
 def until(t: float | None, now: float) -> str:

@@ -14,6 +14,7 @@ from tesserae.runtime.commands.common import (
     client,
     console,
     duration,
+    fields_table,
     iterations,
     parse_job_id,
     state_text,
@@ -68,9 +69,6 @@ def show(
     if as_json:
         print(json.dumps(j, indent=2))
         return
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
     cmd = j["command"][0] if j["shell"] else " ".join(j["command"])
     rows = [("id", str(j["id"])), ("name", j["name"]), ("user", j["user"]), ("state", state_text(j)),
             ("gpus", f"{j['gpus']}" + (f" (on {','.join(map(str, j['assigned_gpus']))})"
@@ -93,9 +91,7 @@ def show(
         rows.append(("exit code", str(j["exit_code"])))
     if j["reason"]:
         rows.append(("reason", j["reason"]))
-    for k, v in rows:
-        table.add_row(k, v)
-    console.print(table)
+    console.print(fields_table(rows))
     events = j.get("events") or []
     if events:
         console.print("[bold]events[/]")

@@ -15,7 +15,7 @@ from rich.table import Table
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.cli_help import TesseraeGroup
-from tesserae.runtime.commands.common import client
+from tesserae.runtime.commands.common import client, fields_table
 from tesserae.runtime.commands.common import wide_console as console
 
 
@@ -69,9 +69,6 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print(json.dumps(q, indent=2))
             return
-        table = Table(show_header=False, box=None, pad_edge=False)
-        table.add_column(style="bold")
-        table.add_column()
         by_type = ", ".join(f"{n} {t}" for t, n in q["guarantee_by_type"].items())
         rows = [("queue", q["path"]), ("guarantee", f"{q['guarantee']} GPUs" + (f" ({by_type})" if by_type else "")),
                 ("borrowing limit", _limit(q)), ("weight", f"{q['weight']:g}"), ("policy", q["policy"] or "-"),
@@ -80,9 +77,7 @@ def register(app: typer.Typer) -> None:
                 ("borrowed", _gpus(q.get("gpus_borrowed"))), ("asked for", _gpus(q.get("gpus_demanded"))),
                 ("jobs waiting", _gpus(q.get("jobs_waiting"))), ("jobs running", _gpus(q.get("jobs_running"))),
                 ("reclaims", _gpus(q.get("reclaims")))]
-        for k, v in rows:
-            table.add_row(k, v)
-        console.print(table)
+        console.print(fields_table(rows))
 
     @queue_app.command("set", cls=OneLineErrors)
     def queue_set(path: Annotated[Path, typer.Argument(help="Queue config (YAML), as for 'server --config'.")]
