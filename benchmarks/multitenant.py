@@ -14,7 +14,8 @@ For each policy, three runs on 64x8 GPUs, 300 s rounds, 30 s restart overhead:
 Per VC: average JCT, share of GPU time against its guaranteed share, *satisfaction* (GPU-seconds
 received up to its entitlement min(guarantee, demand) at each instant, over the entitlement),
 GPU-hours borrowed and reclaims; Jain's index over the VCs' satisfaction. Writes
-``docs/reproduction/multitenant.md``, ``multitenant.png`` and ``multitenant_results.json``.
+``docs/reproduction/multitenant.md``, ``multitenant.png`` and ``multitenant_results.json``, and
+the overall table into the ``multitenant`` section of BENCHMARKS.md.
 The throughput model is the built-in one (a model, not a measurement).
 """
 
@@ -34,7 +35,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from _report import ROOT, machine, today
+from _report import ROOT, machine, today, update_section
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"
 OUT = ROOT / "docs" / "reproduction"
@@ -60,6 +61,50 @@ def run_one(trace: str, policy: str, mode: str) -> dict[str, Any]:
 
 def hours(x: float | None) -> str:
     return "-" if x is None else f"{x / 3600:.2f}"
+
+
+def overall_table(by: dict[tuple[str, str], dict[str, Any]], policies: list[str]) -> list[str]:
+    """One row per policy and tenancy: JCT, utilization, the VCs' satisfaction, borrowing, reclaims."""
+    lines = [
+        "| policy | tenancy | jobs done / rejected | avg JCT (h) | median JCT (h) | p95 JCT (h) | makespan (h) | "
+        "utilization | Jain (satisfaction) | lowest VC satisfaction | shortfall (GPU-h) | borrowed (GPU-h) | "
+        "reclaims | preemptions per job | sim wall (s) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in policies:
+        for m in MODES:
+            r = by.get((p, m))
+            if r is None:
+                continue
+            lines.append(
+                f"| {p} | {m} | {r['completed']:,} / {r['rejected']:,} | {hours(r['avg_jct'])} | "
+                f"{hours(r['median_jct'])} | {hours(r['p95_jct'])} | "
+                f"{hours(r['makespan'])} | {r['utilization']:.1%} | {r['jain_satisfaction']:.3f} | "
+                f"{r['min_satisfaction']:.3f} | {r['guarantee_shortfall_gpu_hours']:,.0f} | "
+                f"{r['borrowed_gpu_hours']:,.0f} | {r['reclaims']:,} | "
+                f"{r['preemptions'] / max(r['completed'], 1):.1f} | "
+                f"{r['wall_seconds_total']:.0f} |")
+    return lines
+
+
+def benchmarks_section(results: list[dict[str, Any]], policies: list[str], command: str, date: str) -> str:
+    """The ``multitenant`` section of BENCHMARKS.md: the overall table; per VC in the report."""
+    by = {(r["policy"], r["mode"]): r for r in results}
+    first = results[0]
+    lines = [
+        "## Tenant queues on the full Philly trace (`benchmarks/multitenant.py`)",
+        "",
+        f"Command: `{command}`. Machine: {machine()}. Date: {date}.",
+        f"Philly's {len([q for q in first['queues'] if q['leaf']])} virtual clusters as queues with guarantees "
+        f"from their share of GPU time (`--queue-config derived`), {first['jobs']:,} jobs on {CLUSTER} "
+        "(consolidated placement, 300 s rounds, 30 s restart overhead, built-in throughput model): one global "
+        "queue against strict quotas against quotas with borrowing and reclaim, same policy in each row pair. "
+        "Per-VC tables, the plot and what the figures say: "
+        "[docs/reproduction/multitenant.md](docs/reproduction/multitenant.md).",
+        "",
+        *overall_table(by, policies),
+    ]
+    return "\n".join(lines)
 
 
 def write_report(results: list[dict[str, Any]], policies: list[str], command: str, trace: Path, date: str) -> str:
@@ -92,24 +137,8 @@ def write_report(results: list[dict[str, Any]], policies: list[str], command: st
         "",
         "## Overall",
         "",
-        "| policy | tenancy | jobs done / rejected | avg JCT (h) | median JCT (h) | p95 JCT (h) | makespan (h) | "
-        "utilization | Jain (satisfaction) | lowest VC satisfaction | shortfall (GPU-h) | borrowed (GPU-h) | "
-        "reclaims | preemptions per job | sim wall (s) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *overall_table(by, policies),
     ]
-    for p in policies:
-        for m in MODES:
-            r = by.get((p, m))
-            if r is None:
-                continue
-            lines.append(
-                f"| {p} | {m} | {r['completed']:,} / {r['rejected']:,} | {hours(r['avg_jct'])} | "
-                f"{hours(r['median_jct'])} | {hours(r['p95_jct'])} | "
-                f"{hours(r['makespan'])} | {r['utilization']:.1%} | {r['jain_satisfaction']:.3f} | "
-                f"{r['min_satisfaction']:.3f} | {r['guarantee_shortfall_gpu_hours']:,.0f} | "
-                f"{r['borrowed_gpu_hours']:,.0f} | {r['reclaims']:,} | "
-                f"{r['preemptions'] / max(r['completed'], 1):.1f} | "
-                f"{r['wall_seconds_total']:.0f} |")
     for p in policies:
         if any((p, m) not in by for m in MODES):
             continue
@@ -208,13 +237,11 @@ def main() -> None:
     policies = [p for p in args.policies.split(",") if p]
     saved_path = OUT / "multitenant_results.json"
     if args.report_only:
-        saved = json.loads(saved_path.read_text())
-        if isinstance(saved, list):  # the first format: the summaries alone
-            saved = {"command": "python benchmarks/multitenant.py --policies fifo,las --workers 2",
-                     "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(saved_path.stat().st_mtime)),
-                     "results": saved}
+        saved = json.loads(saved_path.read_text())  # {"command", "date", "results"} of the run that measured
         plot(saved["results"], policies[-1], OUT / "multitenant.png")
         (OUT / "multitenant.md").write_text(write_report(saved["results"], policies, saved["command"], trace,
+                                                         saved["date"]))
+        update_section("multitenant", benchmarks_section(saved["results"], policies, saved["command"],
                                                          saved["date"]))
         print(f"rewrote {OUT / 'multitenant.md'} from {saved_path}")
         return
@@ -237,6 +264,7 @@ def main() -> None:
                                      default=float) + "\n")
     plot(results, policies[-1], OUT / "multitenant.png")
     (OUT / "multitenant.md").write_text(write_report(results, policies, command.strip(), trace, date))
+    update_section("multitenant", benchmarks_section(results, policies, command.strip(), date))
     print(f"wrote {OUT / 'multitenant.md'}")
 
 
