@@ -191,28 +191,39 @@ def tenants_main(args: argparse.Namespace, sizes: list[int]) -> None:
                   f"{args.tenants} queues (p95 {row['p95_s']:.4f} -> {row['p95_queues_s']:.4f})", flush=True)
     if args.json or args.jobs:
         return
+    # A partial rerun (--configs, --gpus) replaces only its own rows; each row keeps the date and
+    # command of the run that measured its pair (the ratio is always within one run).
     command = ".venv/bin/python benchmarks/round_latency.py " + " ".join(sys.argv[1:])
     store = ROOT / "docs" / "benchmarks" / "round_latency_tenants.json"
     store.parent.mkdir(parents=True, exist_ok=True)
-    store.write_text(json.dumps([{**r, "date": today(), "command": command} for r in rows], indent=1) + "\n")
+    saved = json.loads(store.read_text()) if store.exists() else []
+    fresh = {(r["label"], r["gpus"], r["tenants"]) for r in rows}
+    rows = [r for r in saved if (r["label"], r["gpus"], r["tenants"]) not in fresh] + [
+        {**r, "date": today(), "command": command} for r in rows]
+    rows = [r for r in rows if r["tenants"] == args.tenants]
+    rows.sort(key=lambda r: (CONFIGS.index(r["label"]) if r["label"] in CONFIGS else len(CONFIGS), r["gpus"]))
+    store.write_text(json.dumps(rows, indent=1) + "\n")
+    commands = sorted({r["command"] for r in rows}, key=lambda c: min(r["date"] for r in rows if r["command"] == c))
     lines = [
         f"## Decision latency with {args.tenants} tenant queues (`benchmarks/round_latency.py --tenants`)",
         "",
-        f"Command: `{command}`. Machine: {machine()}. Updated: {today()}.",
-        f"Same evolving state as the section above; each configuration is measured twice in this run, without "
+        f"Command{'s' if len(commands) > 1 else ''}: {'; '.join(f'`{c}`' for c in commands)} (each row's own in "
+        f"`docs/benchmarks/round_latency_tenants.json`). Machine: {machine()}. Updated: {today()}.",
+        f"Same evolving state as the section above; each row is measured twice in one run, without "
         f"queues and with {args.tenants} tenant queues (10 organisations x {max(args.tenants // 10, 1)} teams, "
         "guarantees splitting the cluster evenly, jobs spread over the teams by a skewed Dirichlet(0.5) draw so "
         "that some teams borrow and others lend). Median and p95 of one whole decision over "
         f"{args.rounds} rounds after {WARMUP_ROUNDS} warm-up rounds.",
         "",
         "| configuration | GPUs | active jobs (median) | median, one queue (s) | median, queues (s) | ratio | "
-        "p95, one queue (s) | p95, queues (s) | rounds |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "p95, one queue (s) | p95, queues (s) | rounds | measured |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in rows:
         lines.append(f"| {r['label']} | {r['gpus']} | {r['active_jobs_median']} | {r['median_s']:.4f} | "
                      f"{r['median_queues_s']:.4f} | {r['median_queues_s'] / r['median_s']:.2f}x | {r['p95_s']:.4f} | "
-                     f"{r['p95_queues_s']:.4f} | {r['rounds']}{' (cut short by budget)' if r['cut_short'] else ''} |")
+                     f"{r['p95_queues_s']:.4f} | {r['rounds']}{' (cut short by budget)' if r['cut_short'] else ''} | "
+                     f"{r['date']} |")
     update_section("round_latency_tenants", "\n".join(lines))
     print("\n".join(lines))
 
