@@ -98,6 +98,12 @@ ResetOpt = Annotated[float, typer.Option("--gavel-reset-interval", min=0.0, help
 GavelLpOpt = Annotated[str, typer.Option("--gavel-lp", help="gavel-maxmin's optimum: 'center' (Gavel's "
                                          "interior-point solution) or 'max-total' (a vertex with the largest "
                                          "total throughput at the max-min optimum).")]
+QueueConfigOpt = Annotated[str | None, typer.Option("--queue-config", help="Tenant queues: a queue file "
+                                                    "(YAML), or 'derived' (one queue per user, e.g. Philly's VCs, "
+                                                    "guarantees from each one's share of GPU time).")]
+QuotasOpt = Annotated[str, typer.Option("--quotas", help="With --queue-config: 'borrow' (quotas, idle quota "
+                                        "lent), 'strict' (no borrowing) or 'global' (one global queue, reported "
+                                        "per queue).")]
 GavelRoundsOpt = Annotated[bool | None, typer.Option("--gavel-rounds/--fixed-rounds", help="Gavel's round ending "
                                                      "and idle jump (default: on for gavel-maxmin and gavel-fifo "
                                                      "only).", show_default=False)]
@@ -139,6 +145,12 @@ def _print_warnings(summaries: list[dict[str, Any]]) -> None:
             seen.setdefault(w, None)
     for w in seen:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)
+
+
+def _quotas(text: str) -> Any:
+    if text not in ("borrow", "strict", "global"):
+        raise InputError(f"'{text}' is not borrow, strict or global", field="quotas")
+    return text
 
 
 def _gavel_lp(text: str) -> Any:
@@ -208,6 +220,23 @@ def _summary_table(title: str, summaries: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _queue_table(summary: dict[str, Any]) -> Table:
+    """Per tenant queue: jobs, JCT, share of GPU time against the guarantee, borrowing, reclaims."""
+    jain = summary.get("jain_satisfaction")
+    table = Table(title=f"tenant queues ({summary.get('tenancy')}); Jain's index over the leaf queues' "
+                        f"satisfaction: {'-' if jain is None else f'{jain:.3f}'}")
+    for col in ("queue", "guarantee", "jobs", "avg JCT (h)", "GPU-time share", "guaranteed share",
+                "satisfaction", "borrowed (GPU-h)", "reclaims"):
+        table.add_column(col, justify="left" if col == "queue" else "right")
+    for q in summary["queues"]:
+        sat = q["satisfaction"]
+        table.add_row(q["path"], str(q["guarantee"]), str(q["jobs"]),
+                      "-" if q["avg_jct"] is None else f"{q['avg_jct'] / 3600:.2f}", f"{q['share_of_gpu_time']:.1%}",
+                      f"{q['guaranteed_share']:.1%}", "-" if sat is None else f"{sat:.3f}",
+                      f"{q['borrowed_gpu_seconds'] / 3600:.1f}", str(q["reclaims"]))
+    return table
+
+
 def _run_dir_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
 
@@ -228,6 +257,7 @@ def simulate(
     gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None, restart_cost: RestartCostOpt = "fixed",
     storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS, min_run_quantum: QuantumOpt = 0.0,
     allow_thrashing: ThrashOpt = False,
+    queue_config: QueueConfigOpt = None, quotas: QuotasOpt = "borrow",
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
     from tesserae.sim.report import write_run
@@ -242,7 +272,8 @@ def simulate(
                   gittins_prior=gittins_prior, gittins_index=gittins_index, skew_threshold=skew_threshold,
                   gavel_reset_interval=gavel_reset_interval, gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
                   restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
-                  min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing)
+                  min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing,
+                  queue_config=queue_config, quotas=_quotas(quotas))
     window = _parse_window(measure_jobs)
     cl, model = _load_setup(cluster, profile)
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
@@ -258,7 +289,11 @@ def simulate(
     write_report(out)
     _print_warnings([summary])
     console.print(_summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
-    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  (wall {_wall_seconds():.1f} s, "
+    if "queues" in summary:
+        console.print(_queue_table(summary))
+    queue_csv = " queues.csv," if "queues" in summary else ""
+    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv,{queue_csv} report.html  "
+                  f"(wall {_wall_seconds():.1f} s, "
                   f"of which simulating {summary['wall_seconds']:.1f} s)", soft_wrap=True)
 
 
@@ -286,6 +321,9 @@ def compare(
     gavel_reset_interval: ResetOpt = 1920.0, gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None,
     restart_cost: RestartCostOpt = "fixed", storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS,
     min_run_quantum: QuantumOpt = 0.0, allow_thrashing: ThrashOpt = False,
+    queue_config: QueueConfigOpt = None,
+    quotas: Annotated[str, typer.Option("--quotas", help="With --queue-config, for runs that name none: borrow, "
+                                        "strict or global (a run may add +strict, +global or +borrow).")] = "borrow",
 ) -> None:
     """Run several configurations on the same workload and cluster; ratios are to the first run.
 
@@ -306,7 +344,8 @@ def compare(
                    gavel_reset_interval=gavel_reset_interval,
                    gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
                    restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
-                   min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing)
+                   min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing,
+                   queue_config=queue_config, quotas=_quotas(quotas))
     runs = [parse_run_label(label, base) for label in run]
     window = _parse_window(measure_jobs)
     seed_list = [int(x) for x in _parse_list(seeds, "seeds", int)] if seeds else [seed]

@@ -20,6 +20,7 @@ from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
 from tesserae.placement.base import PlacementPolicy
+from tesserae.scheduler_queues import QueueStep
 from tesserae.scheduling.base import SchedulingPolicy
 
 
@@ -33,9 +34,12 @@ class Scheduler:
     """Composes a scheduling policy (who runs) with a placement policy (where)."""
 
     def __init__(self, cluster: Cluster, policy: SchedulingPolicy, placement: PlacementPolicy,
-                 model: ThroughputModel, config: SchedulerConfig | None = None) -> None:
+                 model: ThroughputModel, config: SchedulerConfig | None = None,
+                 queues: QueueStep | None = None) -> None:
         self.cluster, self.policy, self.placement, self.model = cluster, policy, placement, model
         self.config = config or SchedulerConfig()
+        #: Tenant queues (DESIGN §8): budgets per queue and the walk inside them; None = one global queue.
+        self.queues = queues
         #: The policy's order of the latest decision (rows): what a dashboard shows as the queue.
         self.last_order: np.ndarray = np.empty(0, dtype=np.int64)
         # Optional hook: a policy that needs the cluster and the throughput model (an LP over GPU
@@ -54,7 +58,19 @@ class Scheduler:
         use_policy = getattr(placer, "use_policy", None)
         if use_policy is not None:
             use_policy(self.policy)
-        gangs = table.num_gpus[order]
+        if self.queues is not None and self.queues.enforce:
+            self.last_order = self.queues.walk(placer, table, order, previous, self.config.no_backfill,
+                                               lambda prefix: self._keep_running_prefix(placer, prefix, previous),
+                                               now)
+        else:
+            self._walk(placer, table.num_gpus[order], order, previous)
+        plan = self._finish(now, placer, self.last_order, previous)
+        if self.queues is not None:
+            self.queues.observe(now, table, active, order, plan.assignments, plan.stopped)
+        return plan
+
+    def _walk(self, placer: Any, gangs: np.ndarray, order: np.ndarray, previous: Mapping[int, Assignment]) -> None:
+        """The allocator: admit each gang in ``order`` that fits (skip and continue, or stop: no backfill)."""
         # Smallest gang at or after each position: the walk ends once nothing behind can fit.
         suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
         no_backfill = self.config.no_backfill
@@ -65,6 +81,9 @@ class Scheduler:
                 break
             if (gangs[i] > free or not placer.try_admit(row)) and no_backfill:
                 break
+
+    @staticmethod
+    def _finish(now: float, placer: Any, order: np.ndarray, previous: Mapping[int, Assignment]) -> Plan:
         # Optional hook between the allocator walk and finish(): packing pairs jobs that did not fit
         # with admitted ones (the partners share their hosts' GPUs).
         pack = getattr(placer, "pack", None)
@@ -93,7 +112,10 @@ class Scheduler:
         return n
 
     def summary(self) -> dict[str, Any]:
-        return {**self.policy.summary(), **self.placement.summary()}
+        out = {**self.policy.summary(), **self.placement.summary()}
+        if self.queues is not None:
+            out.update(self.queues.summary())
+        return out
 
 
 def held_first(order: np.ndarray, table: JobTable, previous: Mapping[int, Assignment], now: float) -> np.ndarray:

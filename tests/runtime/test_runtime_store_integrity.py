@@ -180,8 +180,9 @@ def test_a_store_of_the_previous_schema_is_upgraded(tmp_path: Path) -> None:
     """)
     old.close()
     store = Store(db)
-    assert store.meta("schema_version") == "2" and store.store_id
+    assert store.meta("schema_version") == "3" and store.store_id
     assert store.one("SELECT idempotency_key FROM jobs WHERE id=1")[0] is None
+    assert tuple(store.one("SELECT queue, priority_class FROM jobs WHERE id=1")) == ("", "normal")
     assert store.next_job_id() == 2
     store.close()
 

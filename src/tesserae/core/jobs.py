@@ -30,6 +30,10 @@ class JobSpec:
     user: str = ""
     priority_weight: float = 1.0
     name: str = ""
+    #: Tenant queue (a leaf of the queue tree); empty = the user's queue or the default one.
+    queue: str = ""
+    #: Priority class within tenant queues: production, normal or preemptible (core/queues.py).
+    priority_class: str = "normal"
 
 
 class JobStatus(IntEnum):

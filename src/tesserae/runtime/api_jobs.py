@@ -16,6 +16,7 @@ from fastapi import Path as PathParam
 
 from tesserae.runtime.api_limits import ErrorBody
 from tesserae.runtime.api_models import JobSubmission, SubmitError, check_submission, default_name, request_hash
+from tesserae.runtime.api_queues import annotate, queue_for
 from tesserae.runtime.api_views import job_view
 from tesserae.runtime.controller import Controller
 from tesserae.runtime.job_files import MAX_INT, read_log
@@ -68,6 +69,7 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                 response.status_code = 200
                 return replay
         check_submission(sub, controller)
+        queue = queue_for(controller, who, sub.queue, sub.priority_class, sub.gpus)
         try:
             controller.isolation.account_for(who.user)
         except PermissionError as e:
@@ -78,12 +80,13 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                 controller.reserve_job_id(store.next_job_id())
                 job_id = int(c.execute(
                     "INSERT INTO jobs (user, name, job_type, num_gpus, command, shell, env, workdir, nproc, "
-                    "iterations, state, submit_time, last_stop, idempotency_key, request_hash) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                    "iterations, state, submit_time, last_stop, idempotency_key, request_hash, queue, priority_class) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?)",
                     (who.user, sub.name or default_name(sub.command), sub.job_type, sub.gpus,
                      json.dumps(sub.command), int(sub.shell), json.dumps(sub.env), sub.workdir, sub.nproc,
-                     sub.iterations, now, now, idempotency_key, digest)).lastrowid)
-                store.event(job_id, "submitted", {"by": who.user, "gpus": sub.gpus}, now)
+                     sub.iterations, now, now, idempotency_key, digest, queue, sub.priority_class)).lastrowid)
+                store.event(job_id, "submitted", {"by": who.user, "gpus": sub.gpus, **({"queue": queue} if queue
+                                                                                     else {})}, now)
         except sqlite3.IntegrityError:  # the same key, submitted concurrently: the other request won
             replay = _replay(who, idempotency_key or "", digest)
             if replay is None:
@@ -117,13 +120,13 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
             params.append(state)
         rows = store.query(sql + " ORDER BY id DESC LIMIT ?", (*params, limit))
         allocs = {int(a["job_id"]): a for a in store.query("SELECT * FROM allocations WHERE phase != 'ended'")}
-        return {"jobs": [job_view(r, allocs.get(int(r["id"]))) for r in reversed(rows)]}
+        return {"jobs": annotate(controller, [job_view(r, allocs.get(int(r["id"]))) for r in reversed(rows)])}
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def show(job_id: JobId, who: Who) -> dict[str, Any]:
         row = own_job(job_id, who)
         events = store.query("SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,))
-        return job_view(row, live_allocation(job_id), events)
+        return annotate(controller, [job_view(row, live_allocation(job_id), events)])[0]
 
     @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"],
               responses={409: {"model": ErrorBody, "description": "The job has already ended."}})

@@ -10,10 +10,11 @@ import json
 import os
 import re
 import shutil
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tesserae.core.queues import PRIORITY_CLASSES, QUEUE_NAME_PATTERN
 from tesserae.runtime.api_limits import BoundedInt, SafeStr
 
 if TYPE_CHECKING:
@@ -51,6 +52,11 @@ class JobSubmission(BaseModel):
                                                 "private folder of the job).")
     shell: bool = Field(False, description="Run `command[0]` with /bin/sh -c.")
     nproc: int = Field(1, ge=1, le=64, description="Copies of the command to start (RANK 0..nproc-1).")
+    queue: str | None = Field(None, min_length=1, max_length=64, pattern=QUEUE_NAME_PATTERN,
+                              description="Tenant queue (a leaf queue you may use); default: your queue.")
+    priority_class: Literal[PRIORITY_CLASSES] = Field(  # type: ignore[valid-type]
+        "normal", description="production (only inside the queue's guarantee, never preempted), normal, or "
+                              "preemptible (the first to lose borrowed GPUs).")
 
     @field_validator("command")
     @classmethod
@@ -144,4 +150,7 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
 
 def request_hash(sub: JobSubmission) -> str:
     """What identifies a submission for its idempotency key: its canonical JSON."""
-    return hashlib.sha256(json.dumps(sub.model_dump(), sort_keys=True).encode()).hexdigest()
+    doc = sub.model_dump()
+    if doc["queue"] is None and doc["priority_class"] == "normal":  # as before queues: old keys still match
+        del doc["queue"], doc["priority_class"]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

@@ -11,6 +11,7 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from tesserae.runtime.api_queues import queue_metrics
 from tesserae.runtime.store import JOB_STATES
 
 if TYPE_CHECKING:
@@ -66,6 +67,8 @@ def job_view(row: Any, allocation: Any | None, events: list[Any] | None = None) 
         "reason": row["reason"],
         "cancel_requested": bool(row["cancel_requested"]),
         "assigned_gpus": gpus,
+        "queue": row["queue"] or None,
+        "priority_class": row["priority_class"],
     }
     if events is not None:
         view["events"] = [{"time": float(e["time"]), "kind": e["kind"],
@@ -117,4 +120,6 @@ def prometheus_text(controller: Controller) -> str:
            [("", stats.adopted)])
     metric("tesserae_lost_runs_total", "counter", "Runs whose processes vanished; their jobs were requeued.",
            [("", stats.lost)])
+    for name, kind, help_text, samples in queue_metrics(controller):
+        metric(name, kind, help_text, samples)
     return "\n".join(lines) + "\n"

@@ -34,7 +34,7 @@ from tesserae.core.errors import InputError
 from tesserae.runtime.store_integrity import new_store_id
 
 DB_NAME = "tesserae.db"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 TOKEN_PREFIX = "tsr_"
 
 JOB_STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -87,7 +87,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     reason TEXT NOT NULL DEFAULT '',
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     idempotency_key TEXT,
-    request_hash TEXT
+    request_hash TEXT,
+    queue TEXT NOT NULL DEFAULT '',
+    priority_class TEXT NOT NULL DEFAULT 'normal'
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user);
@@ -123,6 +125,11 @@ CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 _MIGRATE_V1 = """
 ALTER TABLE jobs ADD COLUMN idempotency_key TEXT;
 ALTER TABLE jobs ADD COLUMN request_hash TEXT;
+"""
+# Version 2 -> 3: jobs belong to a tenant queue and a priority class.
+_MIGRATE_V2 = """
+ALTER TABLE jobs ADD COLUMN queue TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN priority_class TEXT NOT NULL DEFAULT 'normal'
 """
 _INDEXES = """
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_idempotency ON jobs(user, idempotency_key) WHERE idempotency_key IS NOT NULL;
@@ -191,8 +198,10 @@ class Store:
             if self._first_job_id > 1:  # ids of a lost store are never handed out again
                 self._conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)",
                                    (self._first_job_id - 1,))
-        elif int(row[0]) == 1:
-            self._run_script(_MIGRATE_V1)
+        elif int(row[0]) in (1, 2):
+            if int(row[0]) == 1:
+                self._run_script(_MIGRATE_V1)
+            self._run_script(_MIGRATE_V2)
             self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
             raise InputError(f"{self.path} has schema version {row[0]}; this Tesserae reads version "

@@ -93,11 +93,15 @@ class Simulator:
 
     def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, scheduler: Scheduler,
                  config: SimConfig | None = None) -> None:
+        self._setup(JobTable(specs), cluster, scheduler, config)
+        self.table.set_reference_rates(self.model)
+
+    def _setup(self, table: JobTable, cluster: Cluster, scheduler: Scheduler, config: SimConfig | None) -> None:
         self.cluster, self.scheduler = cluster, scheduler
         self.model = scheduler.model
         self.config = config or SimConfig()
-        self.table = JobTable(specs)
-        self.table.set_reference_rates(self.model)
+        self.table = table
+        self._start: float | None = None
         t = self.table
         self.arrival_order = np.argsort(t.submit, kind="stable")
         too_big = t.num_gpus > cluster.num_gpus
@@ -125,6 +129,43 @@ class Simulator:
         self._rate_cache: dict[tuple[Any, ...], float] = {}
         self._type_node_size = {ti: int(cluster.node_num_gpus[cluster.node_type == ti].max())
                                 for ti in range(len(cluster.gpu_types))}
+
+    @classmethod
+    def from_state(cls, table: JobTable, cluster: Cluster, scheduler: Scheduler, config: SimConfig | None,
+                   now: float, active: np.ndarray, assignments: dict[int, Assignment],
+                   rates: dict[int, float]) -> Simulator:
+        """A simulation that goes on from a live state at ``now`` (the runtime's predictions).
+
+        ``table`` holds every job with its attained service and progress; ``active`` rows are
+        submitted and unfinished; ``assignments`` say where the running ones are, ``rates`` how
+        fast they progress (measured; the model's rate for a row not given). Running jobs keep
+        their GPUs without a restart cost unless the scheduler moves or stops them.
+        """
+        sim = cls.__new__(cls)
+        sim._setup(table, cluster, scheduler, config)
+        t = table
+        act = np.asarray(active, dtype=np.int64)
+        t.status[act] = JobStatus.QUEUED
+        sim._next_arrival = int(sim.arrival_order.size)  # nothing arrives later: the snapshot is all
+        for r in act.tolist():
+            sim.active[r] = None
+        for r, a in assignments.items():
+            t.status[r] = JobStatus.RUNNING
+            t.overhead_left[r] = 0.0
+            t.rate[r] = rates.get(r) or sim._rate(a)
+        sim.assignments = dict(assignments)
+        sim.shared_gpus = sum(min(int(t.num_gpus[r]), int(t.num_gpus[a.partner])) for r, a in assignments.items()
+                              if a.partner is not None and r < a.partner)
+        sim._refresh_running()
+        sim._start = now
+        return sim
+
+    def reject(self, mask: np.ndarray, reason: str) -> None:
+        """Jobs that can never run here for a reason the engine cannot see (a queue rule): counted."""
+        t = self.table
+        new = mask & (t.status == JobStatus.PENDING)
+        t.status[new] = JobStatus.REJECTED
+        self.rejections[reason] = self.rejections.get(reason, 0) + int(new.sum())
 
     # ----------------------------------------------------------------------------- restart costs
     def _restart_costs(self) -> np.ndarray:
@@ -200,7 +241,7 @@ class Simulator:
         t = self.table
         if t.n == 0:
             return self._result(wall0)
-        t0 = float(t.submit.min())
+        t0 = float(t.submit.min()) if self._start is None else self._start
         now = t0
         R = self.config.round_seconds
         done_count = 0

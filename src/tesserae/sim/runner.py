@@ -10,13 +10,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
+from tesserae.core.queues import QueueTree, class_rank
 from tesserae.core.restart import DEFAULT_STORAGE_GBPS
 from tesserae.core.throughput import ThroughputModel
 from tesserae.placement.base import make_placement
+from tesserae.queue_file import derive_queue_tree, load_queue_tree
 from tesserae.scheduler import Scheduler, SchedulerConfig
+from tesserae.scheduler_queues import QueueStep
+from tesserae.scheduling._per_queue import QUEUE_POLICIES, PerQueuePolicy, check_queue_policy
 from tesserae.scheduling.base import make_policy
 from tesserae.sim.engine import ProgressCallback, SimConfig, SimResult, Simulator
-from tesserae.sim.metrics import summarize
+from tesserae.sim.metrics import queue_summary, summarize
 
 
 class RunSpec(BaseModel):
@@ -50,10 +54,18 @@ class RunSpec(BaseModel):
     #: Gavel's round ending and idle jump in the simulator; None = the policy's default (on for
     #: the Gavel baselines, off for every other policy).
     gavel_rounds: bool | None = None
+    #: Tenant queues (DESIGN §8): a queue file, or 'derived' (one queue per user, guarantees from
+    #: each user's share of the workload's GPU time); None = one global queue, no per-queue report.
+    queue_config: str | None = None
+    #: With queues: 'borrow' (quotas, idle quota lent), 'strict' (quotas, no borrowing) or 'global'
+    #: (one global queue, measured per tenant queue).
+    quotas: Literal["borrow", "strict", "global"] = "borrow"
 
     @property
     def label(self) -> str:
         extra = "+packing" if self.packing else ""
+        if self.queue_config is not None and self.quotas != "borrow":
+            extra += f"+{self.quotas}"
         nb = "(no-backfill)" if self.no_backfill else ""
         return f"{self.policy}{nb}:{self.placement}{extra}"
 
@@ -68,9 +80,16 @@ class RunSpec(BaseModel):
 def parse_run_label(label: str, base: RunSpec) -> RunSpec:
     """``POLICY[:PLACEMENT][+packing]`` on top of shared options, as ``compare --run`` takes it."""
     text = label.strip()
-    packing = base.packing
-    if text.endswith("+packing"):
-        text, packing = text[: -len("+packing")], True
+    packing, quotas = base.packing, base.quotas
+    while True:
+        head, plus, suffix = text.rpartition("+")
+        if not plus or suffix not in ("packing", "strict", "global", "borrow"):
+            break
+        text = head
+        if suffix == "packing":
+            packing = True
+        else:
+            quotas = suffix  # type: ignore[assignment]
     policy, _, placement = text.partition(":")
     no_backfill = base.no_backfill
     if policy.endswith("(no-backfill)"):
@@ -78,13 +97,49 @@ def parse_run_label(label: str, base: RunSpec) -> RunSpec:
     if not policy:
         raise InputError(f"run '{label}' names no policy; expected POLICY[:PLACEMENT]", field="run")
     return base.model_copy(update={"policy": policy, "placement": placement or base.placement,
-                                   "packing": packing, "no_backfill": no_backfill})
+                                   "packing": packing, "no_backfill": no_backfill, "quotas": quotas})
 
 
-def build_scheduler(cluster: Cluster, model: ThroughputModel, run: RunSpec) -> Scheduler:
+def build_scheduler(cluster: Cluster, model: ThroughputModel, run: RunSpec, tree: QueueTree | None = None
+                    ) -> Scheduler:
+    """The scheduler of a configuration; with a queue tree, the queue level too (quotas or report only)."""
     policy = make_policy(run.policy, **run.options())
     placement = make_placement(run.placement, **run.options())
-    return Scheduler(cluster, policy, placement, model, SchedulerConfig(no_backfill=run.no_backfill))
+    step = None
+    if tree is not None:
+        if run.quotas == "strict":
+            tree = tree.with_borrow_limit(0)
+        if run.quotas != "global":
+            check_queue_policy(run.policy)
+            if any(p is not None and p != run.policy for p in tree.policy):
+                policy = PerQueuePolicy(tree, policy, **run.options())
+        step = QueueStep(tree, enforce=run.quotas != "global")
+    return Scheduler(cluster, policy, placement, model, SchedulerConfig(no_backfill=run.no_backfill), queues=step)
+
+
+def queue_tree(run: RunSpec, specs: Sequence[JobSpec], cluster: Cluster) -> QueueTree | None:
+    """The run's queue tree: read from its file, or derived from the workload's users; checks every job."""
+    if run.queue_config is None:
+        return None
+    if run.queue_config == "derived":
+        gpu_time: dict[str, float] = {}
+        for s in specs:
+            if s.num_gpus <= cluster.num_gpus:
+                gpu_time[s.user] = gpu_time.get(s.user, 0.0) + s.num_gpus * (s.duration or s.work)
+        tree = derive_queue_tree(gpu_time, cluster.gpus_by_type)
+    else:
+        tree = load_queue_tree(run.queue_config, cluster.gpus_by_type, policy_names=QUEUE_POLICIES)
+    seen: set[tuple[str, str]] = set()
+    for s in specs:  # every job must land in a queue: a clear error now, not mid-run
+        if (s.queue, s.user) not in seen:
+            seen.add((s.queue, s.user))
+            try:
+                tree.leaf_of(s.queue, s.user)
+            except InputError as e:
+                raise InputError(f"job {s.job_id}: {e.message}", path=tree.source, field="queue") from None
+        if s.priority_class != "normal":
+            class_rank(s.priority_class)
+    return tree
 
 
 def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel, run: RunSpec, *,
@@ -92,7 +147,8 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
              progress: ProgressCallback | None = None, until: float | None = None
              ) -> tuple[SimResult, dict[str, Any]]:
     """Run one configuration (up to simulated time ``until`` if given); returns the raw result and its summary."""
-    scheduler = build_scheduler(cluster, model, run)
+    tree = queue_tree(run, specs, cluster)
+    scheduler = build_scheduler(cluster, model, run, tree)
     gavel_rounds = scheduler.policy.gavel_rounds if run.gavel_rounds is None else run.gavel_rounds
     if gavel_rounds and run.event_driven:
         if run.gavel_rounds:
@@ -103,8 +159,12 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
                               event_driven=run.event_driven, gavel_rounds=gavel_rounds,
                               restart_cost=run.restart_cost, storage_gbps=run.storage_gbps,
                               min_run_quantum=run.min_run_quantum, allow_thrashing=run.allow_thrashing))
+    if scheduler.queues is not None and scheduler.queues.enforce:
+        sim.reject(scheduler.queues.never_runs(sim.table), "over_queue_limit")
     result = sim.run(progress, until=until)
     summary = summarize(result, policy=run.policy, placement=run.placement, profile=model.name,
                         profile_measured=model.measured, seed=seed, window=window,
                         extra={"packing": run.packing, "no_backfill": run.no_backfill, "label": run.label})
+    if scheduler.queues is not None:
+        summary.update(queue_summary(result, scheduler.queues, window=window))
     return result, summary

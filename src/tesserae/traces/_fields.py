@@ -204,12 +204,15 @@ class JobRows:
         self.duration: list[float | None] = []
         self.user: list[str] = []
         self.weight: list[float] = []
+        self.queue: list[str] = []
+        self.priority_class: list[str] = []
 
     def __len__(self) -> int:
         return len(self.submit)
 
     def add(self, line: int, job_id: int, name: str, submit: float, num_gpus: int, job_type: str,
-            work: float, duration: float | None, user: str = "", weight: float = 1.0) -> None:
+            work: float, duration: float | None, user: str = "", weight: float = 1.0, queue: str = "",
+            priority_class: str = "normal") -> None:
         self.lines.append(line)
         self.ids.append(job_id)
         self.names.append(name)
@@ -220,6 +223,8 @@ class JobRows:
         self.duration.append(duration)
         self.user.append(user)
         self.weight.append(weight)
+        self.queue.append(queue)
+        self.priority_class.append(priority_class)
 
     def check_unique_ids(self, path: Path, field: str = "job_id") -> None:
         seen: dict[int, int] = {}
@@ -234,10 +239,10 @@ class JobRows:
         t0 = min(self.submit)
         jobs = [
             JobSpec(job_id=i, submit_time=s - t0, num_gpus=g, job_type=t, work=w, duration=d, user=u,
-                    priority_weight=p, name=n)
-            for i, s, g, t, w, d, u, p, n in zip(
+                    priority_weight=p, name=n, queue=q, priority_class=c)
+            for i, s, g, t, w, d, u, p, n, q, c in zip(
                 self.ids, self.submit, self.num_gpus, self.job_type, self.work, self.duration,
-                self.user, self.weight, self.names, strict=True)
+                self.user, self.weight, self.names, self.queue, self.priority_class, strict=True)
         ]
         jobs.sort(key=lambda j: (j.submit_time, j.job_id))
         return jobs

@@ -1,9 +1,11 @@
 """The project's own trace format, as CSV or Parquet.
 
-Columns ``job_id,submit_time,num_gpus,job_type,work,duration,user,priority_weight,name``: the
-fields of :class:`JobSpec`, in its units (seconds, GPUs, iterations). ``job_id``, ``submit_time``,
-``num_gpus``, ``job_type`` and ``work`` are required; ``duration`` (empty = unknown), ``user``,
-``priority_weight`` (default 1) and ``name`` may be absent or empty. The writers always write
+Columns ``job_id,submit_time,num_gpus,job_type,work,duration,user,priority_weight,name,queue,
+priority_class``: the fields of :class:`JobSpec`, in its units (seconds, GPUs, iterations).
+``job_id``, ``submit_time``, ``num_gpus``, ``job_type`` and ``work`` are required; ``duration``
+(empty = unknown), ``user``, ``priority_weight`` (default 1), ``name``, ``queue`` (a tenant queue;
+empty = the user's) and ``priority_class`` (production, normal or preemptible; default normal)
+may be absent or empty. The writers always write
 every column, and floats are written exactly (shortest repr), so write-then-read gives the same
 jobs back.
 
@@ -21,6 +23,7 @@ from typing import Any
 
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
+from tesserae.core.queues import PRIORITY_CLASSES
 from tesserae.traces._fields import (
     Cell,
     JobRows,
@@ -36,7 +39,7 @@ from tesserae.traces._fields import (
 )
 
 COLUMNS = ("job_id", "submit_time", "num_gpus", "job_type", "work", "duration", "user",
-           "priority_weight", "name")
+           "priority_weight", "name", "queue", "priority_class")
 REQUIRED = COLUMNS[:5]
 OPTIONAL = COLUMNS[5:]
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -55,7 +58,13 @@ def _add_row(rows: JobRows, values: dict[str, Cell], p: Path, line: int) -> None
     weight = 1.0 if is_missing(w) else number(w, p, line, "priority_weight", positive=True)
     user = "" if is_missing(values.get("user")) else str(values["user"])
     name = "" if is_missing(values.get("name")) else str(values["name"])
-    rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight)
+    queue = "" if is_missing(values.get("queue")) else str(values["queue"]).strip()
+    cls = "normal" if is_missing(values.get("priority_class")) else str(values["priority_class"]).strip()
+    if cls not in PRIORITY_CLASSES:
+        raise InputError(f"unknown priority class '{cls}'; choose one of: {', '.join(PRIORITY_CLASSES)}",
+                         path=str(p), line=line, field="priority_class")
+    rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight, queue=queue,
+             priority_class=cls)
 
 
 def read_canonical_csv(path: str | Path) -> list[JobSpec]:
@@ -120,7 +129,7 @@ def read_canonical(path: str | Path) -> list[JobSpec]:
 def _records(jobs: Iterable[JobSpec]) -> Iterator[tuple[Any, ...]]:
     for j in jobs:
         yield (j.job_id, j.submit_time, j.num_gpus, j.job_type, j.work, j.duration, j.user,
-               j.priority_weight, j.name)
+               j.priority_weight, j.name, j.queue, j.priority_class)
 
 
 def write_canonical_csv(jobs: Iterable[JobSpec], path: str | Path) -> Path:
@@ -143,6 +152,7 @@ def write_canonical_parquet(jobs: Sequence[JobSpec] | Iterable[JobSpec], path: s
         ("job_id", pa.int64()), ("submit_time", pa.float64()), ("num_gpus", pa.int64()),
         ("job_type", pa.string()), ("work", pa.float64()), ("duration", pa.float64()),
         ("user", pa.string()), ("priority_weight", pa.float64()), ("name", pa.string()),
+        ("queue", pa.string()), ("priority_class", pa.string()),
     ])
     columns: list[list[Any]] = [[] for _ in COLUMNS]
     for rec in _records(jobs):

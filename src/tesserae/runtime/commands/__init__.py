@@ -1,8 +1,9 @@
 """The runtime's commands of ``tesserae``, one module each (``jobs`` holds jobs, show and cancel).
 
 ``register(app)`` adds them to the main Typer app (``tesserae.cli`` calls it), in this order:
-the ``token`` group, then server, submit, jobs, show, cancel, logs, cluster. Heavy imports
-(FastAPI, uvicorn, the scheduler) happen inside the commands, so the client commands start fast.
+the ``token`` group, then server, submit, jobs, show, cancel, logs, cluster, the ``queue`` group,
+what-if. Heavy imports (FastAPI, uvicorn, the scheduler) happen inside the commands, so the client
+commands start fast.
 A usage mistake (a missing argument, ``--gpus two``) is reported like every other user error: one
 line on stderr and exit status 2 (``cli_help.TesseraeCommand``). A new command is a module here
 with a ``register(app)``, added to the list below.
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import typer
 
-from tesserae.runtime.commands import cluster, jobs, logs, server, submit, token
+from tesserae.runtime.commands import cluster, jobs, logs, queue, server, submit, token, what_if
 
 
 def register(app: typer.Typer) -> None:
@@ -23,3 +24,5 @@ def register(app: typer.Typer) -> None:
     jobs.register(app)
     logs.register(app)
     cluster.register(app)
+    queue.register(app)
+    what_if.register(app)

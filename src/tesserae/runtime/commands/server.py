@@ -75,6 +75,12 @@ def server(
                       ] = False,
     new_store: Annotated[bool, typer.Option("--new-store", help="Begin an empty store in a state folder whose "
                                             "store was lost (its job folders moved aside first).")] = False,
+    config: Annotated[Path | None, typer.Option("--config", metavar="FILE", help="Server config (YAML): tenant "
+                                                "queues with guarantees, borrowing limits, weights and users; kept "
+                                                "in the store (see README).")] = None,
+    predict_restart_seconds: Annotated[float, typer.Option("--predict-restart-seconds", min=0.0, help="Restart "
+                                                           "cost (s) the predicted start times charge per "
+                                                           "(re)start.")] = 1.0,
 ) -> None:
     """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
     from tesserae.runtime.detach import DETACHED_VAR, detach_server
@@ -94,5 +100,6 @@ def server(
                         profile=profile, job_user=job_user, user_map=user_map,
                         insecure_same_user=insecure_same_user, job_root=job_root,
                         pass_env=tuple(pass_env or ()), cgroups=cgroups, max_body_bytes=max_body_bytes,
-                        ready_file=ready_file, new_store=new_store,
+                        ready_file=ready_file, new_store=new_store, config=config,
+                        predict_restart_seconds=predict_restart_seconds,
                         log_to_state=os.environ.get(DETACHED_VAR) == "1"))
