@@ -1,5 +1,6 @@
 """The Ray executor's pure parts (no Ray needed): the cluster view and GPU identity across membership
-changes, the gang layout (processes and ranks per node), the exit of a gang, and the part launcher."""
+changes, the gang layout (processes and ranks per node), the exit of a gang, the part launcher (its
+agent and its lease), the leases' arithmetic, and the interface that carries an address."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ from pathlib import Path
 
 from ray_helpers import wait_for
 
-from tesserae.runtime import procs, ray_launcher
+from tesserae.runtime import node_net, procs, ray_launcher
 from tesserae.runtime.gpus import Gpu
 from tesserae.runtime.ray_layout import NodeInfo, aggregate_exit, build_view, plan_parts, remap, split_processes
+from tesserae.runtime.ray_lease import LeaseBook, LeaseFile, grant, held_until
 
 
 def _node(node_id: str, n: int, gpu_type: str = "v100", ip: str = "10.0.0.1") -> NodeInfo:
@@ -62,12 +64,15 @@ def test_a_lost_part_makes_the_gang_lost_else_the_first_failure_counts() -> None
     assert aggregate_exit([(None, None, False)]) == (None, None)
 
 
-def _launch(tmp_path: Path, agent: subprocess.Popen[bytes], *cmd: str, nproc: int = 2) -> int:
+def _launch(tmp_path: Path, agent: subprocess.Popen[bytes], *cmd: str, nproc: int = 2, lease: float = 60.0) -> int:
+    """Start a part launcher with ``agent`` as its agent and a lease of ``lease`` seconds from now."""
     part = tmp_path / "part-1"
     part.mkdir()
+    leases = LeaseFile(tmp_path / "leases.json")
+    leases.write({str(part): time.monotonic() + lease}, force=True)
     env = {**os.environ, procs.MARKER_VAR: str(part), ray_launcher.PART_VAR: str(part)}
     r = subprocess.run([sys.executable, "-I", ray_launcher.__file__, str(part), str(tmp_path / "log"), str(nproc), "4",
-                        "8", str(agent.pid), str(procs.start_ticks(agent.pid)), "--", *cmd],
+                        "8", str(agent.pid), str(procs.start_ticks(agent.pid)), str(leases.path), "--", *cmd],
                        capture_output=True, text=True, env=env, timeout=30)
     assert r.returncode == 0, r.stderr
     return int(r.stdout)
@@ -106,3 +111,57 @@ def test_part_launcher_kills_its_job_at_once_when_the_agent_is_gone(tmp_path: Pa
     rec = ray_launcher.read_exit(part)
     assert rec is not None and rec["orphaned"] and rec["code"] == -signal.SIGKILL
     assert all(procs.start_ticks(p) is None for p in jobs)
+
+
+def test_part_launcher_kills_its_job_when_its_lease_runs_out_and_records_it_after(tmp_path: Path) -> None:
+    agent = subprocess.Popen(["sleep", "60"])
+    try:
+        escape = "import subprocess, time; subprocess.Popen(['sleep', '60'], start_new_session=True); time.sleep(60)"
+        pid = _launch(tmp_path, agent, sys.executable, "-c", escape, lease=1.5)
+        part = str(tmp_path / "part-1")
+        wait_for(lambda: len(procs.pids_with_marker(part)) == 5, 15, 0.05, "the launcher, two copies, two children")
+        t0 = time.monotonic()
+        wait_for(lambda: ray_launcher.read_exit(part) is not None, 10, 0.01, "the lease to run out")
+        # The record is written once the part's processes are gone (only the launcher itself may remain).
+        assert [p for p in procs.pids_with_marker(part) if p != pid] == []
+        assert time.monotonic() - t0 < 3.0  # 1.5 s of lease (less the start-up), then at most 0.25 s
+        rec = ray_launcher.read_exit(part)
+        assert rec is not None and rec["orphaned"] and "lease" in str(rec["why"])
+        wait_for(lambda: not procs.pids_with_marker(part), 5, 0.02, "the launcher to end")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+def test_a_renewal_counts_from_its_sending_and_the_controller_waits_a_lease_and_a_margin(tmp_path: Path) -> None:
+    # A call that took 4 s to arrive renews a 10 s lease for 6 s only; one older than the lease renews nothing.
+    assert grant(100.0, 10.0, now_wall=104.0, now_mono=50.0) == 56.0
+    assert grant(100.0, 10.0, now_wall=99.0, now_mono=50.0) == 60.0  # a clock behind: the margin covers it
+    assert grant(100.0, 10.0, now_wall=111.0, now_mono=50.0) is None
+    book = LeaseBook(10.0, margin=2.0)
+    before = time.monotonic()
+    renewal = book.renewal("n1")
+    assert renewal["seconds"] == 10.0 and abs(renewal["sent"] - time.time()) < 1.0
+    assert before + 12.0 <= book.expiry("n1") <= time.monotonic() + 12.0
+    assert book.expiry("never-renewed") < time.monotonic()  # no lease was granted there by this controller
+    # A restarted controller counts from the last renewal its predecessor recorded (plus the slack of the record).
+    book2 = LeaseBook(10.0, margin=2.0)
+    book2.inherit({"sent": time.time() - 5.0, "seconds": 20.0}, slack=1.0)
+    assert abs(book2.expiry("n1") - (time.monotonic() - 5.0 + 1.0 + 20.0 + 2.0)) < 0.5
+    book2.inherit(None, slack=1.0)
+    assert abs(book2.expiry("n1") - (time.monotonic() + 10.0 + 2.0)) < 0.5
+    assert book.due_record(time.monotonic(), 1.0) == book.record()
+    assert book.due_record(time.monotonic(), 1.0) is None  # nothing sent since
+    f = LeaseFile(tmp_path / "l.json")
+    f.write({"a": 5.0}, force=True)
+    assert held_until(str(f.path), "a") == 5.0 and held_until(str(f.path), "b") is None
+    f.remove()
+    assert held_until(str(f.path), "a") is None
+
+
+def test_the_interface_that_carries_an_address() -> None:
+    assert node_net.interface_of("127.0.0.1") is not None  # loopback's
+    assert node_net.interface_of("203.0.113.254") is None and node_net.interface_of("not an address") is None
+    lo = node_net.interface_of("127.0.0.1")
+    assert node_net.interface_env("127.0.0.1", already={}) == {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
+    assert node_net.interface_env("127.0.0.1", already={"NCCL_SOCKET_IFNAME": "ib0"}) == {"GLOO_SOCKET_IFNAME": lo}
