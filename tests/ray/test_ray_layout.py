@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -165,3 +166,22 @@ def test_the_interface_that_carries_an_address() -> None:
     lo = node_net.interface_of("127.0.0.1")
     assert node_net.interface_env("127.0.0.1", already={}) == {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
     assert node_net.interface_env("127.0.0.1", already={"NCCL_SOCKET_IFNAME": "ib0"}) == {"GLOO_SOCKET_IFNAME": lo}
+
+
+def test_master_ports_come_from_the_range_given() -> None:
+    assert node_net.parse_ports("29500-29599") == (29500, 29599)
+    for bad in ("29500", "a-b", "29599-29500", "80-90", "1024-70000"):
+        try:
+            node_net.parse_ports(bad)
+        except ValueError as e:
+            assert bad in str(e)
+        else:
+            raise AssertionError(f"{bad} accepted")
+    assert 1024 <= (node_net.free_port() or 0) <= 65535
+    with socket.socket() as held:  # a range of one port, taken: none free
+        held.bind(("", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert node_net.free_port((port, port)) is None
+    low = node_net.free_port()
+    assert low is not None and node_net.free_port((low, low)) == low

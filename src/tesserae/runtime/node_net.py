@@ -1,4 +1,5 @@
-"""The network interface that carries a node's Ray address, for ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME``.
+"""A node's network for its jobs: the interface that carries its Ray address (for ``GLOO_SOCKET_IFNAME``/
+``NCCL_SOCKET_IFNAME``), and a free port for ``MASTER_PORT`` (from a range a firewall can open).
 
 Left to themselves, gloo and NCCL pick an address from the host name, and where the host name
 resolves to loopback (Debian's usual ``127.0.1.1 hostname`` line) a multi-node job fails to connect
@@ -15,6 +16,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import ipaddress
+import random
 import socket
 
 #: The variables that name the interface, and the libraries that read them.
@@ -85,3 +87,33 @@ def interface_env(ip: str, *, already: dict[str, str]) -> dict[str, str]:
     if iface is None:
         return {}
     return {k: iface for k in IFNAME_VARS if k not in already}
+
+
+def parse_ports(text: str) -> tuple[int, int]:
+    """``LOW-HIGH`` (1024 <= LOW <= HIGH <= 65535) as a pair; ValueError saying what is wrong."""
+    low, sep, high = text.partition("-")
+    if not sep or not low.strip().isdigit() or not high.strip().isdigit():
+        raise ValueError(f"'{text}' is not a port range LOW-HIGH (e.g. 29500-29599)")
+    lo, hi = int(low), int(high)
+    if not 1024 <= lo <= hi <= 65535:
+        raise ValueError(f"'{text}': the range must lie within 1024-65535, LOW first")
+    return lo, hi
+
+
+def free_port(ports: tuple[int, int] | None = None) -> int | None:
+    """A TCP port free here now: any (the kernel's ephemeral range), or one of ``ports`` (tried in random
+    order; None when none is free)."""
+    if ports is None:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("", 0))
+            return int(s.getsockname()[1])
+    candidates = list(range(ports[0], ports[1] + 1))
+    random.shuffle(candidates)
+    for port in candidates:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+            return port
+    return None

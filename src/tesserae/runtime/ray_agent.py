@@ -171,12 +171,11 @@ class NodeAgent:
                 "pid": self.pid, "ticks": self.ticks, "version": AGENT_VERSION, "gpus": held_gpus(default_type),
                 "python": sys.executable}
 
-    def free_port(self) -> int:
-        """A TCP port free on this node now (for MASTER_PORT of a gang whose rank 0 runs here)."""
+    def free_port(self, ports: tuple[int, int] | None = None) -> int | None:
+        """A TCP port free on this node now, in ``ports`` if given (for MASTER_PORT of a gang whose rank 0
+        runs here); None when the range has none free."""
         self._touch()
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind(("", 0))
-            return int(s.getsockname()[1])
+        return node_net.free_port(ports)
 
     def poll(self, held: list[str] | None = None, renewal: dict[str, float] | None = None) -> dict[str, dict[str, Any]]:
         """State of every part this agent started: alive, or its end (code, time, orphaned). ``renewal``

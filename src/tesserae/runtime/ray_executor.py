@@ -18,11 +18,13 @@ controller restart), ``ray_layout`` (pure: view, GPU identity, layout), ``ray_ag
   ids onto each new view.
 - **Runs.** A run is a gang of *parts*, one per node it spans: the node's agent starts the part's
   processes through ``ray_launcher`` with ``CUDA_VISIBLE_DEVICES`` for that node's GPUs of the run,
-  ``MASTER_ADDR`` (the rank-0 node's IP; 127.0.0.1 for a one-node run), ``MASTER_PORT`` (a port the
-  rank-0 agent found free), ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``LOCAL_WORLD_SIZE``,
-  ``NODE_RANK``/``NNODES``. Processes: ``--nproc`` split over the nodes in proportion to the run's
-  GPUs there, at least one per node (``ray_layout.split_processes``): ``--nproc`` = GPUs gives one
-  process per GPU, the default 1 gives one per node. Stop = SIGTERM to every part, SIGKILL after
+  ``MASTER_ADDR`` (the rank-0 node's Ray IP), ``MASTER_PORT`` (a port the rank-0 agent found free,
+  from ``--master-ports`` if given), ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` (each node's
+  interface that carries its Ray IP, unless the job sets them),
+  ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``LOCAL_WORLD_SIZE``, ``NODE_RANK``/``NNODES``.
+  Processes: ``--nproc`` split over the nodes in proportion to the run's GPUs there, at least one
+  per node (``ray_layout.split_processes``): ``--nproc`` = GPUs gives one process per GPU, the
+  default 1 gives one per node. Stop = SIGTERM to every part, SIGKILL after
   the grace period. When one part fails or is lost, the rest of the gang gets SIGTERM, then
   SIGKILL after the grace period; a lost part makes the whole run lost (the job is requeued and
   resumes from its checkpoint), otherwise the first failing part's code is the run's.
@@ -80,7 +82,7 @@ class RayExecutor:
     def __init__(self, address: str | None, *, virtual_gpus: int | None = None, gpu_type: str = "v100",
                  grace_seconds: float = 30.0, idle_seconds: float = 600.0, lease_seconds: float = DEFAULT_LEASE,
                  log: Callable[[str], None] | None = None, pass_env: tuple[str, ...] = (),
-                 split_logs: bool = False) -> None:
+                 split_logs: bool = False, master_ports: tuple[int, int] | None = None) -> None:
         self.ray = ray_connect.require_ray()
         #: Send Ray's own messages to STATE/ray.log once the state folder is open (the server's; ``ray_logs``).
         self.split_logs = split_logs
@@ -94,6 +96,7 @@ class RayExecutor:
         self.leases = LeaseBook(lease_seconds)
         self.roster = NodeRoster(self.ray, gpu_type.lower(), idle_seconds, self.log, self._node_gone)
         self.gangs = GangBook(self.ray, self.roster, grace_seconds, self.log, self.leases)
+        self.gangs.master_ports = master_ports
         self.poller = AgentPoller(self.ray, self.roster, self.log, self.gangs.note, self.leases, self.gangs.held)
 
     def _node_gone(self, node_id: str, why: str) -> None:

@@ -6,7 +6,7 @@ layout (its parts' plans and folders, its world size) is recorded in the store (
 
 Starting (``start_gang``): the rank-0 node's agent finds a free port; each node's agent starts its
 part through ``ray_launcher`` with ``CUDA_VISIBLE_DEVICES`` for that node's GPUs of the run,
-``MASTER_ADDR`` (the rank-0 node's IP; 127.0.0.1 for a one-node run), ``MASTER_PORT``,
+``MASTER_ADDR`` (the rank-0 node's Ray IP), ``MASTER_PORT`` (from ``master_ports`` if set),
 ``NODE_RANK``/``NNODES`` (the launcher sets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/
 ``LOCAL_WORLD_SIZE`` per process). Processes: ``--nproc`` split over the nodes in proportion to
 the run's GPUs there (``ray_layout.split_processes``).
@@ -106,6 +106,8 @@ class GangBook:
     def __init__(self, ray: Any, roster: NodeRoster, grace: float, log: Callable[[str], None],
                  leases: LeaseBook) -> None:
         self.ray, self.roster, self.grace, self.log, self.leases = ray, roster, grace, log, leases
+        #: Where MASTER_PORT is taken from (``--master-ports``; None: any free port).
+        self.master_ports: tuple[int, int] | None = None
         self.store: Any = None
         self.runs: dict[str, RayRun] = {}
         self._by_part: dict[str, tuple[RayRun, RunPart]] = {}
@@ -259,9 +261,14 @@ def start_gang(book: GangBook, launch: Launch, pass_env: tuple[str, ...]) -> Ray
     port = None
     if rank0 is not None:
         try:
-            port = int(ray.get(rank0.free_port.remote(), timeout=CALL_TIMEOUT))
+            port = ray.get(rank0.free_port.remote(book.master_ports), timeout=CALL_TIMEOUT)
         except Exception as e:
             log(f"ray: the agent on node {parts[0].plan.node_id[:12]} did not answer: {first_line(e)}")
+        else:
+            if port is None:
+                lo, hi = book.master_ports or (0, 0)
+                log(f"ray: no free port in {lo}-{hi} (--master-ports) on node {parts[0].plan.ip}; the run is "
+                    "requeued")
     if port is None:
         for p in parts:
             p.end(None, None, True)

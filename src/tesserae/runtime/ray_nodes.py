@@ -40,6 +40,8 @@ IDLE_PING = 2.0
 MEMBERSHIP_INTERVAL = 0.5
 CALL_TIMEOUT = 30.0
 RETRY_AFTER = 10.0
+#: At start-up, how long agents still starting are waited for once some node is up.
+READY_GRACE = 10.0
 
 
 def node_states(view: View, ready: Collection[str], unreachable: Collection[str] = ()) -> list[NodeState]:
@@ -108,15 +110,17 @@ class NodeRoster:
         """Start (or find) the agents of the GPU nodes, wait for them, and commit the first view."""
         self.key = hashlib.sha256(str(state_dir).encode()).hexdigest()[:12]
         self._agent_cls = self.ray.remote(NodeAgent)
-        deadline = time.monotonic() + wait_seconds
+        start = time.monotonic()
         while True:
             self.members(time.monotonic(), force=True)
-            if not self._pending or time.monotonic() > deadline:
+            waited = time.monotonic() - start
+            # Once some node is up, a slow agent (busy node, frozen worker) joins later rather than hold the start.
+            if not self._pending or waited > wait_seconds or (self.ready and waited > min(wait_seconds, READY_GRACE)):
                 break
             time.sleep(0.05)
         for node_id, p in self._pending.items():
-            self.log(f"ray: the agent on node {node_id[:12]} is not up after {wait_seconds:g} s (are its GPUs held "
-                     "by other Ray work?); the node joins once it is")
+            self.log(f"ray: the agent on node {node_id[:12]} is not up after {time.monotonic() - start:.0f} s (are its "
+                     "GPUs held by other Ray work?); the node joins once it is")
             p[3] = True
         if not self.ready:
             raise InputError(f"{where} has no node with GPUs that Tesserae can use: declare them "
