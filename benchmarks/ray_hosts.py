@@ -9,7 +9,8 @@ and one shared folder bind-mounted at ``/mnt/shared`` on every host (the shared 
 checkout (and its ``.venv``) is seen at the same path everywhere, as a shared ``/opt`` would be.
 
 A partition is ``ip link set veth-X down``; a crash is SIGKILL to the host's raylet; a clean stop
-is ``ray stop`` run on the host (its PID namespace holds its own processes only). Everything is
+is SIGTERM to it (what ``ray stop`` sends; ``ray stop`` itself is never run here, so that nothing can
+reach another Ray on this machine). Everything is
 made and removed by ``Hosts`` itself: killing a host's init process ends every process of the
 host (the kernel does it for a PID namespace), then the namespaces are deleted.
 
@@ -221,12 +222,13 @@ class Hosts:
         h = self.hosts[name]
         _ip("-n", h.netns, "link", "set", h.iface, "up" if up else "down")
 
-    def kill(self, name: str, comm: str) -> list[int]:
-        """SIGKILL host ``name``'s processes named ``comm`` (the raylet: a crash)."""
+    def kill(self, name: str, comm: str, signum: int = signal.SIGKILL) -> list[int]:
+        """Signal host ``name``'s processes named ``comm``: SIGKILL to the raylet is a crash, SIGTERM to it a
+        clean stop of the node (what ``ray stop`` sends it; the raylet tells the GCS it is leaving)."""
         pids = self.pids(name, comm)
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signum)
         return pids
 
     # ------------------------------------------------------------------ talking to a host's network
@@ -327,6 +329,100 @@ class ServerClient:
 
     def cluster(self) -> dict[str, Any]:
         return dict(self.request("GET", "/v1/cluster"))
+
+
+# ---------------------------------------------------------------------- a cluster on the two hosts
+TOY = ROOT / "examples" / "toy_trainer.py"
+#: Host B's two virtual GPUs and host A's: the view with both hosts in it.
+BOTH_HOSTS = "2x2:v100"
+
+
+def toy(iterations: int, spi: float, *extra: str) -> list[str]:
+    """The toy trainer's command line (the checkout is at the same path on every host)."""
+    return [sys.executable, str(TOY), "--iterations", str(iterations), "--seconds-per-iteration", str(spi), *extra]
+
+
+def start_cluster(hosts: Hosts) -> str:
+    """docs/ray.md's Ray head on host A and worker on host B, with token authentication; the token."""
+    run_doc_block(hosts, "head")
+    token = run_doc_block(hosts, "token").stdout.strip().splitlines()[-1]
+    run_doc_block(hosts, "worker", values={"token printed on host A": token})
+    return token
+
+
+def restart_worker(hosts: Hosts, token: str) -> None:
+    """Host B's Ray started again (after a crash or a stop): what is left of it killed, then the doc's block."""
+    init = hosts["b"].init_pid
+    for pid in hosts.pids("b"):
+        if pid != init:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: hosts.pids("b") == [init], 30, "host B's processes to end")
+    run_doc_block(hosts, "worker", values={"token printed on host A": token})
+
+
+def start_fast_server(hosts: Hosts, name: str, *, lease: float | None, round_seconds: float = 2.0,
+                      grace: float = 2.0) -> Path:
+    """A server on host A with short rounds (and ``--ray-lease lease``; None: the default); its state folder."""
+    flag = "" if lease is None else f"--ray-lease {lease:g}"
+    hosts.run("a", f"tesserae server --state {SHARED_MOUNT}/{name} --executor ray --ray-address 10.200.0.1:6379 "
+                   f"--round-seconds {round_seconds:g} --grace-seconds {grace:g} {flag} --insecure-same-user --detach",
+              env={"RAY_AUTH_MODE": "token"})
+    return hosts.shared / name
+
+
+def stop_server(hosts: Hosts, state: Path, timeout: float = 90.0) -> None:
+    """SIGTERM the server of ``state`` (on host A, where its recorded pid is), and wait until it is gone."""
+    pid = json.loads((state / "server.json").read_text())["pid"]
+    hosts.run("a", f"kill {int(pid)}")
+    wait_until(lambda: not (state / "server.json").exists(), timeout, "the server to stop")
+
+
+def with_host_b(hosts: Hosts, token: str, api: ServerClient, timeout: float = 180.0) -> None:
+    """Host B in the server's view (its Ray started again if the GCS wrote it off during a long partition)."""
+    try:
+        wait_until(lambda: api.cluster()["cluster"] == BOTH_HOSTS, 10, "host B in the view")
+    except AssertionError:
+        restart_worker(hosts, token)
+        wait_until(lambda: api.cluster()["cluster"] == BOTH_HOSTS, timeout, "host B back")
+
+
+def host_of(api: ServerClient, job: int) -> str | None:
+    """The host (``host-a``/``host-b``) whose GPUs the job holds, or None."""
+    for g in api.cluster()["gpus"]:
+        if any(j["job"] == job for j in g["jobs"]):
+            return str(g["name"]).split(" on ")[1].split(" (")[0]
+    return None
+
+
+def job_on_b(api: ServerClient, command: list[str], timeout: float = 180.0) -> int:
+    """A two-GPU job placed on host B (a blocker holds host A's GPUs while it starts, then leaves), once it has
+    done 40 iterations."""
+    blocker = api.submit(toy(100000, 0.05), gpus=2)
+    wait_until(lambda: api.job(blocker)["state"] == "running", timeout, "the blocker to run")
+    job = api.submit(command, gpus=2)
+    wait_until(lambda: api.job(job)["state"] == "running", timeout, "the job to run")
+    where = host_of(api, job)
+    if where != "host-b":
+        raise AssertionError(f"job {job} runs on {where}, not host-b")
+    api.request("POST", f"/v1/jobs/{blocker}/cancel")
+    wait_until(lambda: api.job(blocker)["state"] == "cancelled", timeout, "the blocker to leave")
+    wait_until(lambda: (api.job(job).get("iterations_done") or 0) >= 40, timeout, "40 iterations")
+    return job
+
+
+def first_event(api: ServerClient, job: int, kind: str, after: float) -> float | None:
+    """The time of the job's first ``kind`` event at or after ``after``."""
+    return next((float(e["time"]) for e in api.events(job) if e["kind"] == kind and float(e["time"]) >= after), None)
+
+
+def requeued(api: ServerClient, job: int, since: float, timeout: float) -> tuple[float, float]:
+    """Seconds from ``since`` to the job's run closed as lost, and to its restart (waits for the restart)."""
+    wait_until(lambda: first_event(api, job, "resumed", since) is not None, timeout, "the job to be restarted", 0.05)
+    lost, resumed = first_event(api, job, "lost", since), first_event(api, job, "resumed", since)
+    if lost is None or resumed is None:
+        raise AssertionError(f"job {job}: no lost/resumed events after {since}: {api.events(job)}")
+    return lost - since, resumed - since
 
 
 def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:

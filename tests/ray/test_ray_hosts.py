@@ -9,7 +9,7 @@ resolves to 127.0.1.1, and one shared folder (``benchmarks/ray_hosts.py``; made 
 - a partition: the job on the cut-off host is stopped there when its lease runs out, and only then
   restarted on the other host: never two runs at once, nothing lost beyond its last checkpoint;
 - a crashed raylet: its job is requeued within two rounds (Ray's own health checks take far longer);
-- a clean ``ray stop``: its job is requeued at once.
+- a clean stop of host B's raylet (SIGTERM, as ``ray stop`` does it): its job is requeued at once.
 
 Needs root and ``ip netns`` (CI runs as root); skipped otherwise, with the reason. The partition runs with a
 3 s lease; ``TESSERAE_LONG_TESTS=1`` runs it with the default 30 s lease and a longer cut.
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from ray_helpers import REPO, toy
+from ray_helpers import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 
@@ -47,31 +47,12 @@ class TwoHosts:
     shared: Path
     token: str
 
-    def restart_worker(self) -> None:
-        """Host B's Ray started again (after a crash or a stop): what is left of it killed, then the doc's block."""
-        init = self.hosts["b"].init_pid
-        for pid in self.hosts.pids("b"):
-            if pid != init:
-                os.kill(pid, signal.SIGKILL)
-        ray_hosts.wait_until(lambda: self.hosts.pids("b") == [init], 30, "host B's processes to end")
-        ray_hosts.run_doc_block(self.hosts, "worker", values={"token printed on host A": self.token})
-
 
 @pytest.fixture(scope="module")
 def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
     shared = tmp_path_factory.mktemp("shared")
     with ray_hosts.Hosts(shared) as hosts:
-        ray_hosts.run_doc_block(hosts, "head")
-        token = ray_hosts.run_doc_block(hosts, "token").stdout.strip().splitlines()[-1]
-        ray_hosts.run_doc_block(hosts, "worker", values={"token printed on host A": token})
-        yield TwoHosts(hosts, shared, token)
-
-
-def _stop_server(hosts: ray_hosts.Hosts, state: Path) -> None:
-    """SIGTERM the server of ``state`` (on host A, where its recorded pid is), and wait until it is gone."""
-    pid = json.loads((state / "server.json").read_text())["pid"]
-    hosts.run("a", f"kill {int(pid)}")
-    ray_hosts.wait_until(lambda: not (state / "server.json").exists(), 30 * SCALE, "the server to stop")
+        yield TwoHosts(hosts, shared, ray_hosts.start_cluster(hosts))
 
 
 def test_the_docs_commands_work_on_two_fresh_hosts(two_hosts: TwoHosts) -> None:
@@ -100,66 +81,15 @@ def test_the_docs_commands_work_on_two_fresh_hosts(two_hosts: TwoHosts) -> None:
         assert "token authentication" not in (state / "server.log").read_text()
         assert (state / "ray.log").exists()
     finally:
-        _stop_server(hosts, state)
+        ray_hosts.stop_server(hosts, state)
 
 
 @pytest.fixture(scope="module")
 def fast_server(two_hosts: TwoHosts) -> Iterator[Path]:
     """A server on the two hosts with short rounds and leases (the long form: the default lease)."""
-    state = two_hosts.shared / "fast-state"
-    lease = "" if LONG else "--ray-lease 3"
-    two_hosts.hosts.run("a", f"tesserae server --state /mnt/shared/fast-state --executor ray --ray-address "
-                             f"10.200.0.1:6379 --round-seconds 2 --grace-seconds 2 {lease} --insecure-same-user "
-                             "--detach", env={"RAY_AUTH_MODE": "token"})
+    state = ray_hosts.start_fast_server(two_hosts.hosts, "fast-state", lease=None if LONG else 3.0)
     yield state
-    _stop_server(two_hosts.hosts, state)
-
-
-def _with_host_b(two_hosts: TwoHosts, api: ray_hosts.ServerClient) -> None:
-    """Host B in the server's view (started again if the GCS wrote it off during a long partition)."""
-    try:
-        ray_hosts.wait_until(lambda: api.cluster()["cluster"] == "2x2:v100", 10, "host B in the view")
-    except AssertionError:
-        two_hosts.restart_worker()
-        ray_hosts.wait_until(lambda: api.cluster()["cluster"] == "2x2:v100", 60 * SCALE, "host B back")
-
-
-def _job_on_b(api: ray_hosts.ServerClient, iterations: int) -> int:
-    """A toy job placed on host B (a blocker holds host A's GPUs while it starts, then leaves)."""
-    blocker = api.submit(toy(100000, 0.05), gpus=2)
-    ray_hosts.wait_until(lambda: api.job(blocker)["state"] == "running", 60 * SCALE, "the blocker to run")
-    job = api.submit(toy(iterations, 0.02, "--checkpoint-every", "20"), gpus=2)
-    ray_hosts.wait_until(lambda: api.job(job)["state"] == "running", 60 * SCALE, "the job to run")
-    assert _host_of(api, job) == "host-b"
-    api.request("POST", f"/v1/jobs/{blocker}/cancel")
-    ray_hosts.wait_until(lambda: api.job(blocker)["state"] == "cancelled", 60 * SCALE, "the blocker to leave")
-    ray_hosts.wait_until(lambda: (api.job(job).get("iterations_done") or 0) >= 40, 60 * SCALE, "a checkpoint or two")
-    return job
-
-
-def _host_of(api: ray_hosts.ServerClient, job: int) -> str | None:
-    for g in api.cluster()["gpus"]:
-        if any(j["job"] == job for j in g["jobs"]):
-            return str(g["name"]).split(" on ")[1].split(" (")[0]
-    return None
-
-
-def _kinds(api: ray_hosts.ServerClient, job: int) -> list[tuple[str, float]]:
-    return [(e["kind"], float(e["time"])) for e in api.events(job)]
-
-
-def _first(events: list[tuple[str, float]], kind: str, after: float = 0.0) -> float | None:
-    return next((t for k, t in events if k == kind and t >= after), None)
-
-
-def _requeued(api: ray_hosts.ServerClient, job: int, since: float, timeout: float) -> tuple[float, float]:
-    """Seconds from ``since`` to the job's run closed as lost, and to its restart."""
-    ray_hosts.wait_until(lambda: _first(_kinds(api, job), "resumed", since) is not None, timeout,
-                         "the job to be restarted", 0.05)
-    events = _kinds(api, job)
-    lost, resumed = _first(events, "lost", since), _first(events, "resumed", since)
-    assert lost is not None and resumed is not None, events
-    return lost - since, resumed - since
+    ray_hosts.stop_server(two_hosts.hosts, state)
 
 
 class _Watch:
@@ -194,19 +124,19 @@ def test_a_partition_never_runs_a_job_twice_nor_loses_more_than_its_last_checkpo
     hosts, state = two_hosts.hosts, fast_server
     with hosts.network_of("a") as call:
         api = ray_hosts.server_client(hosts, "a", state, call)
-        job = _job_on_b(api, 600)
+        job = ray_hosts.job_on_b(api, ray_hosts.toy(600, 0.02, "--checkpoint-every", "20"))
         folder = state / "jobs" / str(job)
         (old_part,) = (folder / "runs").glob("*/part-0")
         watch = _Watch(folder)
         cut = time.time()
         hosts.link("b", False)
         try:
-            lost, resumed = _requeued(api, job, cut, 120 * SCALE)
+            lost, resumed = ray_hosts.requeued(api, job, cut, 120 * SCALE)
             # Host B stopped its copy when the lease ran out, and recorded that before the restart.
             rec = json.loads((old_part / "exit.json").read_text())
             assert rec["orphaned"] and "lease" in rec["why"]
             assert rec["time"] <= cut + resumed
-            assert _host_of(api, job) == "host-a"
+            assert ray_hosts.host_of(api, job) == "host-a"
             if LONG:
                 time.sleep(10)
         finally:
@@ -237,23 +167,23 @@ def test_a_crashed_node_is_requeued_within_two_rounds_and_a_clean_stop_at_once(
     hosts, state = two_hosts.hosts, fast_server
     with hosts.network_of("a") as call:
         api = ray_hosts.server_client(hosts, "a", state, call)
-        _with_host_b(two_hosts, api)
-        job = _job_on_b(api, 100000)
+        ray_hosts.with_host_b(hosts, two_hosts.token, api)
+        job = ray_hosts.job_on_b(api, ray_hosts.toy(100000, 0.02, "--checkpoint-every", "20"))
         crash = time.time()
         assert hosts.kill("b", "raylet")
-        lost, resumed = _requeued(api, job, crash, 60 * SCALE)
+        lost, resumed = ray_hosts.requeued(api, job, crash, 60 * SCALE)
         assert lost <= 2 * 2.0 * max(1.0, SCALE / 3), (lost, resumed)  # two rounds of 2 s
-        assert _host_of(api, job) == "host-a"
+        assert ray_hosts.host_of(api, job) == "host-a"
         api.request("POST", f"/v1/jobs/{job}/cancel")
         ray_hosts.wait_until(lambda: api.job(job)["state"] == "cancelled", 60 * SCALE, "the job to stop")
 
-        two_hosts.restart_worker()
-        _with_host_b(two_hosts, api)
-        job = _job_on_b(api, 100000)
+        ray_hosts.restart_worker(hosts, two_hosts.token)
+        ray_hosts.with_host_b(hosts, two_hosts.token, api)
+        job = ray_hosts.job_on_b(api, ray_hosts.toy(100000, 0.02, "--checkpoint-every", "20"))
         stop = time.time()
-        hosts.run("b", "ray stop")
-        lost, resumed = _requeued(api, job, stop, 60 * SCALE)
+        assert hosts.kill("b", "raylet", signal.SIGTERM)  # a clean stop, as `ray stop` does it
+        lost, resumed = ray_hosts.requeued(api, job, stop, 60 * SCALE)
         assert lost <= 2 * 2.0 * max(1.0, SCALE / 3), (lost, resumed)
         api.request("POST", f"/v1/jobs/{job}/cancel")
-    two_hosts.restart_worker()
+    ray_hosts.restart_worker(hosts, two_hosts.token)
 
