@@ -185,3 +185,40 @@ def test_master_ports_come_from_the_range_given() -> None:
         assert node_net.free_port((port, port)) is None
     low = node_net.free_port()
     assert low is not None and node_net.free_port((low, low)) == low
+
+
+def test_sweep_ends_parts_on_evidence_only(tmp_path: Path) -> None:
+    """A late node's part ends on its exit record (a crash seen at once), never on the lease alone; an
+    unreachable node's part ends on its record, or once its lease is surely over."""
+    from types import SimpleNamespace
+
+    from tesserae.runtime.ray_gangs import GangBook, RayRun, RunPart
+    from tesserae.runtime.ray_layout import PartPlan
+
+    roster = SimpleNamespace(agents={"n1": object(), "n2": object()}, unreachable=set())
+    leases = LeaseBook(3.0, margin=0.0)
+    book = GangBook(None, roster, 1.0, lambda _: None, leases)  # type: ignore[arg-type]
+    parts = {}
+    for node in ("n1", "n2"):
+        d = tmp_path / node
+        d.mkdir()
+        parts[node] = RunPart(PartPlan(0, node, "10.0.0.1", (), (), 0, 1), str(d))
+        book.register(RayRun(f"run-{node}", [parts[node]], 1))
+    leases.renewal("n1")
+    leases.renewal("n2")
+    now = time.monotonic()
+    book.sweep(now, late={"n1"})  # late, no record: nothing ends, however late
+    book.sweep(now + 100, late={"n1"})
+    assert not parts["n1"].ended and not parts["n2"].ended
+    (tmp_path / "n1" / "exit.json").write_text(json.dumps({"code": -9, "time": 5.0, "orphaned": True, "why": "x"}))
+    (tmp_path / "n2" / "exit.json").write_text(json.dumps({"code": 0, "time": 6.0}))
+    book.sweep(now)  # answering nodes: their agents say how parts end
+    assert not parts["n1"].ended and not parts["n2"].ended
+    book.sweep(now, late={"n1"})
+    assert parts["n1"].ended and parts["n1"].lost and parts["n1"].time == 5.0 and not parts["n2"].ended
+    (tmp_path / "n2" / "exit.json").unlink()
+    roster.unreachable.add("n2")
+    book.sweep(now + 1.0)  # unreachable, no record, lease not over: still held
+    assert not parts["n2"].ended
+    book.sweep(now + 3.5)  # the lease (3 s from the renewal) is over: written off
+    assert parts["n2"].ended and parts["n2"].lost

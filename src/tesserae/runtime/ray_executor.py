@@ -110,7 +110,7 @@ class RayExecutor:
     def _sync(self) -> None:
         now = time.monotonic()
         self.poller.sync(self.gangs.busy_nodes(), now)
-        self.gangs.sweep(now)
+        self.gangs.sweep(now, self.poller.late(now))
         ray_recovery.record_renewals(self.gangs, now)
 
     # ------------------------------------------------------------------ the view

@@ -17,8 +17,9 @@ resumes from its checkpoint), otherwise the first failing part's code is the run
 
 Fencing (``GangBook.sweep``): a part on a node that is gone or unreachable ends only on evidence
 that nothing of it runs any more: its launcher's exit record on the shared state folder (written
-after its processes were killed), or else the end of its lease (``ray_lease``: by then its
-launcher has killed it, or the agent has). Until then the run holds its GPUs and its job is not
+after its processes were killed; read as soon as a poll of the node is late, so a crash is seen
+in about a second), or else the end of its lease (``ray_lease``: by then its launcher has killed
+it, or the agent has). Until then the run holds its GPUs and its job is not
 started elsewhere, so a job never runs twice at once, partition or not. Logs are not
 streamed: rank 0's part appends to the job's ``output.log``, the others write
 ``runs/RUN/part-K/output.log``.
@@ -30,7 +31,7 @@ import contextlib
 import json
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -168,12 +169,17 @@ class GangBook:
         """The node is gone: how many of its parts have not ended (``sweep`` ends them, on evidence)."""
         return sum(1 for _run, p in self._by_part.values() if p.plan.node_id == node_id and not p.ended)
 
-    def sweep(self, now: float) -> None:
-        """End the parts on nodes that are gone or unreachable, on evidence (see the module docstring)."""
+    def sweep(self, now: float, late: Collection[str] = ()) -> None:
+        """End the parts on nodes that are gone or unreachable, on evidence (see the module docstring).
+        On ``late`` nodes (a poll unanswered for longer than usual) an exit record already ends a part: a
+        crashed node's launchers record theirs long before the node counts as unreachable."""
         out_of_reach = self.roster.unreachable
         for run, part in list(self._by_part.values()):
             node_id = part.plan.node_id
-            if part.ended or (node_id in self.roster.agents and node_id not in out_of_reach):
+            if part.ended:
+                continue
+            suspect = node_id not in self.roster.agents or node_id in out_of_reach
+            if not suspect and node_id not in late:
                 continue
             rec = ray_launcher.read_exit(part.part_dir)
             if rec is not None:
@@ -182,7 +188,7 @@ class GangBook:
                 if orphaned and rec.get("why"):
                     self.log(f"ray: part {part.plan.index} of {run.marker} on node {node_id[:12]} was stopped on its "
                              f"node: {rec['why']}")
-            elif now >= self.leases.expiry(node_id):
+            elif suspect and now >= self.leases.expiry(node_id):
                 part.end(None, None, True)
                 self.log(f"ray: part {part.plan.index} of {run.marker} on node {node_id[:12]}: its lease is over "
                          "and its node has not answered; written off")

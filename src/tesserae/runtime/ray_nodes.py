@@ -36,6 +36,9 @@ from tesserae.runtime.ray_layout import NodeInfo, View, build_view
 from tesserae.runtime.ray_lease import LeaseBook
 
 SYNC_INTERVAL = 0.25
+#: A poll unanswered this long is late: the node's exit records are read (evidence of a crash, before
+#: ``suspect_after`` makes the node unreachable).
+LATE_POLL = 0.5
 IDLE_PING = 2.0
 MEMBERSHIP_INTERVAL = 0.5
 CALL_TIMEOUT = 30.0
@@ -272,6 +275,11 @@ class AgentPoller:
         self._inflight.pop(node_id, None)
         self._failing.pop(node_id, None)
         self._warned.pop(node_id, None)
+
+    def late(self, now: float) -> set[str]:
+        """The agents whose polls fail, or have gone unanswered for ``LATE_POLL`` (a healthy agent answers in
+        milliseconds): their parts' exit records are worth reading (``GangBook.sweep``)."""
+        return {n for n, (_, sent) in self._inflight.items() if now - sent > LATE_POLL} | set(self._failing)
 
     def unreachable(self, now: float) -> set[str]:
         """The agents whose polls fail, or have gone unanswered for ``suspect_after``."""
