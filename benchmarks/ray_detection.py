@@ -1,22 +1,24 @@
 """How fast the Ray executor notices a lost host, and that a job never runs twice meanwhile (issue 18).
 
-    sudo .venv/bin/python benchmarks/ray_detection.py [--reps 5] [--lease 3] [--no-gcs-partition]
+    sudo .venv/bin/python benchmarks/ray_detection.py [--reps 5] [--leases 3,30] [--long-reps 2] [--no-gcs-partition]
 
 Two hosts made of Linux network namespaces (``ray_hosts``: a veth pair, own PID/mount/UTS namespaces, a
 shared folder), Ray started on them with ``docs/ray.md``'s commands (token authentication), and a server on
-host A with 2 s rounds, a 2 s grace period and ``--ray-lease LEASE``. In each repetition a toy job
+host A with 2 s rounds, a 2 s grace period and ``--ray-lease L`` for each L of ``--leases`` (the
+partitions at each lease, the raylet cases at the first). In each repetition a toy job
 (2 GPUs, 20 ms iterations, a checkpoint every 20) runs on host B, then host B:
 
 - **partition**: its link goes down (``ip link set veth-b down``) until the job runs on host A;
 - **raylet crash**: its raylet gets SIGKILL (Ray and the agent go with it; the job's launcher stays);
 - **clean stop**: its raylet gets SIGTERM (what ``ray stop`` sends it).
 
-Measured from the event (wall clock, one machine): the job's run closed as ``lost`` and the job
-``resumed`` on host A (the server's events); the last moment a process of the job was seen on host B and
-the first on host A (``/proc`` sampled every 10 ms); their overlap, which must be 0. The baseline, in the
-same run: when Ray's GCS declared host B's node dead (a driver on host A polling ``ray.nodes()``), which
-is what the executor waited for before issue 18. For the partition the GCS takes about a minute, so it is
-measured once, in one more partition held until the GCS gives up (``--no-gcs-partition`` skips it).
+Measured from the event (wall clock, one machine): the end of host B's run as recorded (its exit
+record; the run is closed as ``lost``) and the job ``resumed`` on host A (the server's events); the last
+moment a process of the job was seen on host B and the first on host A (``/proc`` sampled every 10 ms);
+their overlap, which must be 0. The baseline, in the same run: when Ray's GCS declared host B's node dead
+(a driver on host A polling ``ray.nodes()``), which is what the executor waited for before issue 18. For
+the partition the GCS takes about a minute, so it is measured once, in one more partition held until the
+GCS gives up (``--no-gcs-partition`` skips it).
 
 Needs root and ``ip netns``. Writes the ``ray_detection`` section of BENCHMARKS.md.
 """
@@ -186,43 +188,42 @@ def _stats(xs: list[float]) -> str:
     return f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})"
 
 
-COLUMNS = ["host B", "reps", "lost (s)", "resumed on A (s)", "last process on B (s)", "first process on A (s)",
-           "overlap (s)", "two runs at once", "GCS declared B dead (s)", "GCS / lost"]
+COLUMNS = ["host B", "reps", "end recorded (s)", "resumed on A (s)", "last process on B (s)", "first process on A (s)",
+           "overlap (s)", "two runs at once", "GCS declared B dead (s)", "GCS / resumed"]
 
 
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
-def report(samples: list[Sample], args: argparse.Namespace, wall: float) -> str:
+def report(samples: list[Sample], leases: list[float], wall: float) -> str:
     cmd = "sudo .venv/bin/python benchmarks/ray_detection.py " + " ".join(sys.argv[1:])
     rows = []
-    for scenario in ("partition", "partition held until the GCS gives up", "raylet crash", "clean stop"):
+    for scenario in dict.fromkeys(s.scenario for s in samples):
         ss = [s for s in samples if s.scenario == scenario]
-        if not ss:
-            continue
-        lost = [s.lost for s in ss]
+        resumed = [s.resumed for s in ss]
         gcs = [s.gcs_dead for s in ss if s.gcs_dead is not None]
-        ratio = (f"{statistics.median(gcs) / statistics.median(lost):.1f}x" if gcs and len(gcs) == len(ss)
+        ratio = (f"{statistics.median(gcs) / statistics.median(resumed):.1f}x" if gcs and len(gcs) == len(ss)
                  else "-")
-        rows.append(f"| {scenario} | {len(ss)} | {_stats(lost)} | {_stats([s.resumed for s in ss])} | "
-                    f"{_stats([s.b_gone for s in ss if s.b_gone is not None])} | "
-                    f"{_stats([s.a_running for s in ss if s.a_running is not None])} | "
-                    f"{max(s.overlap for s in ss):.3f} | {sum(s.twice for s in ss)} | "
-                    f"{_stats(gcs) if gcs else 'not yet, when restarted'} | {ratio} |")
+        rows.append(_row([scenario, str(len(ss)), _stats([s.lost for s in ss]), _stats(resumed),
+                          _stats([s.b_gone for s in ss if s.b_gone is not None]),
+                          _stats([s.a_running for s in ss if s.a_running is not None]),
+                          f"{max(s.overlap for s in ss):.3f}", str(sum(s.twice for s in ss)),
+                          _stats(gcs) if gcs else "not yet when it healed", ratio]))
     return f"""## Losing a host under the Ray executor (`benchmarks/ray_detection.py`)
 
 Command: `{cmd}`. Machine: {machine()}. Date: {today()}. Wall time {wall:.0f} s.
 
 Two hosts made of network namespaces (a veth pair; `docs/ray.md`'s commands, token authentication), a
-server on host A (`--round-seconds 2 --grace-seconds 2 --ray-lease {args.lease:g}`), a toy job (2 GPUs,
-20 ms iterations, a checkpoint every 20) on host B, then host B is cut off (link down until the job runs
-on host A), its raylet SIGKILLed, or its raylet stopped cleanly (SIGTERM). Seconds from that moment,
-median (min-max) over the repetitions: the run closed as `lost` and the job `resumed` on host A (the
-server's events); the last process of the job seen on host B and the first on host A (`/proc` every
-10 ms); the overlap of the two copies (the largest over the repetitions; must be 0); runs that the toy's
-run lock saw at once; and the baseline, when Ray's GCS declared host B's node dead (what the executor
-waited for before issue 18), with its ratio to the executor's own detection (`lost`).
+server on host A (`--round-seconds 2 --grace-seconds 2 --ray-lease L`, L = {", ".join(f"{x:g}" for x in leases)} s;
+the raylet cases with the first), a toy job (2 GPUs, 20 ms iterations, a checkpoint every 20) on host B,
+then host B is cut off (link down until the job runs on host A), its raylet SIGKILLed, or its raylet
+stopped cleanly (SIGTERM, what `ray stop` sends). Seconds from that moment, median (min-max) over the
+repetitions: the end of host B's run as recorded (its launcher's exit record; the run is closed as `lost`)
+and the job `resumed` on host A (the server's events); the last process of the job seen on host B and the
+first on host A (`/proc` every 10 ms); the overlap of the two copies (the largest over the repetitions;
+must be 0); runs that the toy's run lock saw at once; and the baseline, when Ray's GCS declared host B's
+node dead (what the executor waited for before issue 18), with its ratio to the restart on host A.
 
 {_row(COLUMNS)}
 {_row(["---"] * len(COLUMNS))}
@@ -232,48 +233,67 @@ In a partition the shared folder stays reachable here, so the controller learns 
 that its launcher stopped the job when its lease ran out (the lease runs from the last renewal host B got,
 a poll or so before the cut); with the shared folder cut as well it waits the lease plus 2 s from the last
 renewal it sent. A short partition heals before the GCS writes host B off, and host B rejoins by itself.
+A crash: host B's launcher sees its agent die and records the part's end; the controller reads that record
+as soon as a poll of host B is late (0.5 s), takes host B out of the view and restarts the job.
 """
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5, help="Repetitions of each scenario.")
-    parser.add_argument("--lease", type=float, default=3.0, help="The server's --ray-lease (seconds).")
+    parser.add_argument("--reps", type=int, default=5, help="Repetitions of each scenario at the first lease.")
+    parser.add_argument("--leases", default="3,30", help="The servers' --ray-lease values (seconds, comma-separated; "
+                        "partitions at each, the raylet cases at the first).")
+    parser.add_argument("--long-reps", type=int, default=2, help="Partitions at each lease but the first.")
     parser.add_argument("--no-gcs-partition", action="store_true", help="Skip the partition held until the GCS "
                         "declares host B dead (about a minute).")
     args = parser.parse_args()
+    try:
+        leases = [float(x) for x in args.leases.split(",")]
+    except ValueError:
+        parser.error(f"--leases: '{args.leases}' is not a list of seconds")
     why = ray_hosts.usable()
     if why is not None:
         print(f"ray_detection: {why}", file=sys.stderr)
         return 2
     start = time.monotonic()
     samples: list[Sample] = []
-    with tempfile.TemporaryDirectory(prefix="tsr18-bench-") as tmp:
-        shared = Path(tmp) / "shared"
-        with ray_hosts.Hosts(shared) as hosts:
-            token = ray_hosts.start_cluster(hosts)
-            state = ray_hosts.start_fast_server(hosts, "bench-state", lease=args.lease)
-            gcs = GcsWatch(hosts, Path(tmp) / "gcs.jsonl")
-            try:
-                with hosts.network_of("a") as call:
-                    api = ray_hosts.server_client(hosts, "a", state, call)
-                    plan = [(s, False) for s in ("partition", "raylet crash", "clean stop") for _ in range(args.reps)]
+    with tempfile.TemporaryDirectory(prefix="tsr18-bench-") as tmp, ray_hosts.Hosts(Path(tmp) / "shared") as hosts:
+        token = ray_hosts.start_cluster(hosts)
+        gcs = GcsWatch(hosts, Path(tmp) / "gcs.jsonl")
+        try:
+            for k, lease in enumerate(leases):
+                plan = [("partition", False)] * (args.reps if k == 0 else args.long_reps)
+                if k == 0:
+                    plan += [("raylet crash", False)] * args.reps + [("clean stop", False)] * args.reps
                     if not args.no_gcs_partition:
                         plan.append(("partition", True))
-                    for i, (scenario, hold) in enumerate(plan):
-                        s = one(hosts, token, api, state, gcs, scenario, hold)
-                        if hold:
-                            s.scenario = "partition held until the GCS gives up"
-                        samples.append(s)
-                        print(f"[{i + 1}/{len(plan)}] {s}", flush=True)
-            finally:
-                gcs.close()
-                with contextlib.suppress(Exception):
-                    ray_hosts.stop_server(hosts, state)
-    update_section("ray_detection", report(samples, args, time.monotonic() - start))
-    print(report(samples, args, time.monotonic() - start))
-    bad = [s for s in samples if s.overlap > 0 or s.twice]
-    return 1 if bad else 0
+                samples += run_plan(hosts, token, gcs, lease, plan)
+        finally:
+            gcs.close()
+    text = report(samples, leases, time.monotonic() - start)
+    update_section("ray_detection", text)
+    print(text)
+    return 1 if any(s.overlap > 0 or s.twice for s in samples) else 0
+
+
+def run_plan(hosts: ray_hosts.Hosts, token: str, gcs: GcsWatch, lease: float,
+             plan: list[tuple[str, bool]]) -> list[Sample]:
+    """The scenarios of ``plan`` against a server with ``--ray-lease lease``."""
+    state = ray_hosts.start_fast_server(hosts, f"bench-lease-{lease:g}", lease=lease)
+    out = []
+    try:
+        with hosts.network_of("a") as call:
+            api = ray_hosts.server_client(hosts, "a", state, call)
+            for i, (scenario, hold) in enumerate(plan):
+                s = one(hosts, token, api, state, gcs, scenario, hold)
+                s.scenario = (f"partition, held until the GCS gives up (lease {lease:g} s)" if hold
+                              else f"partition (lease {lease:g} s)" if scenario == "partition" else scenario)
+                out.append(s)
+                print(f"[lease {lease:g}: {i + 1}/{len(plan)}] {s}", flush=True)
+    finally:
+        with contextlib.suppress(Exception):
+            ray_hosts.stop_server(hosts, state)
+    return out
 
 
 if __name__ == "__main__":

@@ -214,11 +214,11 @@ def test_sweep_ends_parts_on_evidence_only(tmp_path: Path) -> None:
     (tmp_path / "n2" / "exit.json").write_text(json.dumps({"code": 0, "time": 6.0}))
     book.sweep(now)  # answering nodes: their agents say how parts end
     assert not parts["n1"].ended and not parts["n2"].ended
-    book.sweep(now, late={"n1"})
+    assert book.sweep(now, late={"n1"}) == {"n1"}  # its launcher stopped it there: n1 is suspect
     assert parts["n1"].ended and parts["n1"].lost and parts["n1"].time == 5.0 and not parts["n2"].ended
     (tmp_path / "n2" / "exit.json").unlink()
     roster.unreachable.add("n2")
     book.sweep(now + 1.0)  # unreachable, no record, lease not over: still held
     assert not parts["n2"].ended
-    book.sweep(now + 3.5)  # the lease (3 s from the renewal) is over: written off
+    assert book.sweep(now + 3.5) == set()  # the lease (3 s from the renewal) is over: written off
     assert parts["n2"].ended and parts["n2"].lost

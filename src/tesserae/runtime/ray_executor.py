@@ -110,7 +110,8 @@ class RayExecutor:
     def _sync(self) -> None:
         now = time.monotonic()
         self.poller.sync(self.gangs.busy_nodes(), now)
-        self.gangs.sweep(now, self.poller.late(now))
+        for node_id in self.gangs.sweep(now, self.poller.late(now)):
+            self.poller.suspect(node_id, now)
         ray_recovery.record_renewals(self.gangs, now)
 
     # ------------------------------------------------------------------ the view
@@ -189,8 +190,11 @@ class RayExecutor:
         procs.kill_pids(procs.pids_with_marker(marker))
 
     def _answering(self) -> list[Any]:
-        """The agents of the nodes that answer (an unreachable one's parts are fenced by their lease)."""
-        return [a for n, a in self.roster.agents.items() if n not in self.roster.unreachable]
+        """The agents of the nodes that answer (an unreachable one's parts are fenced by their lease). A node
+        whose poll is late is left out too: a crashed node's dead agent would hold the controller up to
+        ``ray.get``'s timeout, and its parts end only on their exit records or leases anyway."""
+        skip = self.roster.unreachable | self.poller.late(time.monotonic())
+        return [a for n, a in self.roster.agents.items() if n not in skip]
 
     def release(self, marker: str) -> None:
         """Nothing left to free: a run's records went when its end was read (``exit_code``)."""

@@ -169,11 +169,14 @@ class GangBook:
         """The node is gone: how many of its parts have not ended (``sweep`` ends them, on evidence)."""
         return sum(1 for _run, p in self._by_part.values() if p.plan.node_id == node_id and not p.ended)
 
-    def sweep(self, now: float, late: Collection[str] = ()) -> None:
+    def sweep(self, now: float, late: Collection[str] = ()) -> set[str]:
         """End the parts on nodes that are gone or unreachable, on evidence (see the module docstring).
         On ``late`` nodes (a poll unanswered for longer than usual) an exit record already ends a part: a
-        crashed node's launchers record theirs long before the node counts as unreachable."""
+        crashed node's launchers record theirs long before the node counts as unreachable. Returns the
+        late nodes where a part was found stopped on its node (its launcher saw the agent go, or its lease
+        end): nothing new should start there."""
         out_of_reach = self.roster.unreachable
+        suspects: set[str] = set()
         for run, part in list(self._by_part.values()):
             node_id = part.plan.node_id
             if part.ended:
@@ -188,11 +191,14 @@ class GangBook:
                 if orphaned and rec.get("why"):
                     self.log(f"ray: part {part.plan.index} of {run.marker} on node {node_id[:12]} was stopped on its "
                              f"node: {rec['why']}")
+                if orphaned and not suspect:
+                    suspects.add(node_id)
             elif suspect and now >= self.leases.expiry(node_id):
                 part.end(None, None, True)
                 self.log(f"ray: part {part.plan.index} of {run.marker} on node {node_id[:12]}: its lease is over "
                          "and its node has not answered; written off")
                 fence_local(part.part_dir)
+        return suspects
 
     def regid(self, view: View) -> None:
         """A new view is committed: the runs' global GPU ids in it."""

@@ -281,6 +281,12 @@ class AgentPoller:
         milliseconds): their parts' exit records are worth reading (``GangBook.sweep``)."""
         return {n for n, (_, sent) in self._inflight.items() if now - sent > LATE_POLL} | set(self._failing)
 
+    def suspect(self, node_id: str, now: float) -> None:
+        """Evidence that ``node_id``'s agent is gone (its launchers saw it go): it counts as failing, so out of
+        the view, until a poll answers again."""
+        self._failing.setdefault(node_id, now)
+        self.roster.reachable(node_id, False, "is late to answer and its part launchers saw its agent go")
+
     def unreachable(self, now: float) -> set[str]:
         """The agents whose polls fail, or have gone unanswered for ``suspect_after``."""
         late = {n for n, (_, sent) in self._inflight.items() if now - sent > self.suspect_after}
