@@ -99,7 +99,9 @@ class ProcWatch:
     def _has_job(self, host: str) -> bool:
         for pid in self.hosts.pids(host):
             with contextlib.suppress(OSError):
-                if (b"toy_trainer.py" in Path(f"/proc/{pid}/cmdline").read_bytes()
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                # The trainer itself (``python toy_trainer.py``), not its part launcher (whose arguments name it).
+                if (len(argv) > 1 and argv[1].endswith(b"toy_trainer.py")
                         and self.needle in Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")):
                     return True
         return False
