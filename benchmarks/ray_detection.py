@@ -236,7 +236,8 @@ that its launcher stopped the job when its lease ran out (the lease runs from th
 a poll or so before the cut); with the shared folder cut as well it waits the lease plus 2 s from the last
 renewal it sent. A short partition heals before the GCS writes host B off, and host B rejoins by itself.
 A crash: host B's launcher sees its agent die and records the part's end; the controller reads that record
-as soon as a poll of host B is late (0.5 s), takes host B out of the view and restarts the job.
+as soon as a poll of host B is late (0.5 s), takes host B out of the view and restarts the job. A partition
+row with a GCS figure but no ratio: the GCS wrote host B off in only some of its repetitions.
 """
 
 
