@@ -124,7 +124,9 @@ def test_a_partition_never_runs_a_job_twice_nor_loses_more_than_its_last_checkpo
     hosts, state = two_hosts.hosts, fast_server
     with hosts.network_of("a") as call:
         api = ray_hosts.server_client(hosts, "a", state, call)
-        job = ray_hosts.job_on_b(api, ray_hosts.toy(600, 0.02, "--checkpoint-every", "20"))
+        # Long enough to outlast the lease on host B (12 s; 60 s with the default 30 s lease).
+        iterations = 3000 if LONG else 600
+        job = ray_hosts.job_on_b(api, ray_hosts.toy(iterations, 0.02, "--checkpoint-every", "20"))
         folder = state / "jobs" / str(job)
         (old_part,) = (folder / "runs").glob("*/part-0")
         watch = _Watch(folder)
