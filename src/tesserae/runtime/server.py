@@ -53,6 +53,8 @@ class ServerOptions:
     run: RunSpec
     executor: str = "local"
     ray_address: str | None = None
+    ray_lease: float | None = None
+    master_ports: str | None = None
     virtual_gpus: int | None = None
     gpu_type: str = "v100"
     host: str = "127.0.0.1"
@@ -130,6 +132,9 @@ def _check_options(opts: ServerOptions) -> tuple[str, ...]:
         raise InputError(f"unknown executor '{opts.executor}'; choose local or ray", field="executor")
     if opts.executor == "local" and opts.ray_address is not None:
         raise InputError("--ray-address goes with --executor ray", field="ray-address")
+    for name, value in (("ray-lease", opts.ray_lease), ("master-ports", opts.master_ports)):
+        if opts.executor == "local" and value is not None:
+            raise InputError(f"--{name} goes with --executor ray", field=name)
     if opts.cgroups not in ("auto", "off"):
         raise InputError(f"--cgroups is auto or off, not '{opts.cgroups}'", field="cgroups")
     try:
@@ -148,8 +153,16 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
         if opts.ray_address is not None and opts.virtual_gpus is not None:
             raise InputError("--virtual-gpus declares the GPUs of a local Ray instance; on a Ray cluster declare "
                              "them per node with 'ray start --num-gpus N'", field="virtual-gpus")
+        from tesserae.runtime.node_net import parse_ports
+        from tesserae.runtime.ray_lease import DEFAULT_LEASE
+
+        try:
+            ports = None if opts.master_ports is None else parse_ports(opts.master_ports)
+        except ValueError as e:
+            raise InputError(str(e), field="master-ports") from None
         ray = RayExecutor(opts.ray_address, virtual_gpus=opts.virtual_gpus, gpu_type=opts.gpu_type,
-                          grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env)
+                          grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env,
+                          lease_seconds=opts.ray_lease or DEFAULT_LEASE, split_logs=True, master_ports=ports)
         ray.check_address()
         return ray
     from tesserae.runtime.gpus import discover
