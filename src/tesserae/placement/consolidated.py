@@ -14,6 +14,7 @@ from itertools import chain
 
 import numpy as np
 
+from tesserae.core.advice import Advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
@@ -62,10 +63,11 @@ class ConsolidatedPlacer(RoundPlacer):
 
     #: Whether a running job may be moved when its GPUs were taken (False = preempt instead).
     move_running = False
+    keeps_running_in_bulk = True
 
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-                 model: ThroughputModel) -> None:
-        super().__init__(cluster, table, previous, model)
+                 model: ThroughputModel, advice: Advice | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
         self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
         self.held_total = 0
@@ -130,7 +132,7 @@ class ConsolidatedPlacer(RoundPlacer):
                     short -= held_here
         self.assigned[row] = Assignment(row, self.pool.take_nodes(layout, mask))
 
-    def keep_running_prefix(self, rows: np.ndarray) -> None:
+    def keep_running(self, rows: np.ndarray) -> None:
         """Admit jobs that ran last round and come first in priority order, all at once.
 
         Called before any other admission: nothing has been evicted yet, so each keeps its GPUs.
@@ -190,5 +192,5 @@ class ConsolidatedPlacer(RoundPlacer):
 @register("consolidated")
 class Consolidated(PlacementPolicy):
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
-        return ConsolidatedPlacer(cluster, table, previous, model)
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
+        return ConsolidatedPlacer(cluster, table, previous, model, advice)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.core.advice import Advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
@@ -62,8 +63,8 @@ class ReservingPlacer(RoundPlacer):
     """
 
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-                 model: ThroughputModel, node_of: list[int] | None = None) -> None:
-        super().__init__(cluster, table, previous, model)
+                 model: ThroughputModel, advice: Advice | None = None, node_of: list[int] | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
         self.node_of = node_of if node_of is not None else cluster.gpu_node.tolist()
         self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
@@ -149,8 +150,8 @@ class ReservingPlacer(RoundPlacer):
 class TiresiasPlacer(ReservingPlacer):
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
                  model: ThroughputModel, high_skew: np.ndarray, policy: TiresiasPlacement,
-                 node_of: list[int] | None = None) -> None:
-        super().__init__(cluster, table, previous, model, node_of)
+                 advice: Advice | None = None, node_of: list[int] | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice, node_of)
         self.high_skew = high_skew  # per job-type index
         self.policy = policy
 
@@ -230,10 +231,11 @@ class TiresiasPlacement(PlacementPolicy):
         return self._classify(table, model)
 
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
         if cluster is not self._cluster:
             self._cluster, self._node_of = cluster, cluster.gpu_node.tolist()
-        return TiresiasPlacer(cluster, table, previous, model, self._classify(table, model), self, self._node_of)
+        return TiresiasPlacer(cluster, table, previous, model, self._classify(table, model), self, advice,
+                              self._node_of)
 
     def summary(self) -> dict[str, Any]:
         return {
