@@ -6,7 +6,7 @@ whole free nodes first (``k // node size`` of them) and one more node with enoug
 the rest. Racks are tried in order; if no rack can hold the job, it waits.
 
 Running jobs keep their GPUs; a new job uses free GPUs whenever such a layout exists, and
-otherwise may evict running jobs of lower priority (see ``ReservingPlacer`` in
+otherwise may evict running jobs of lower priority, lowest first (see ``ReservingPlacer`` in
 ``tesserae.placement.tiresias``). Paired with ``fifo --no-backfill`` this is the YARN-CS baseline of the Tiresias paper.
 """
 
