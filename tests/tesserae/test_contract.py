@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Mapping
@@ -211,3 +212,24 @@ def test_every_combination_keeps_gangs_whole_and_capacity(raw, label, cluster_sp
                 "decision_seconds_max", "layout_seconds", "lp_seconds_total", "lp_seconds_max"}
     a, b = (simulate(jobs, cluster, model, run, seed=1)[1] for _ in range(2))
     assert {k: v for k, v in a.items() if k not in volatile} == {k: v for k, v in b.items() if k not in volatile}
+
+
+def test_run_labels_carry_the_plain_policy_and_the_ablations() -> None:
+    run = parse_run_label("gavel-maxmin(plain):tesserae+packing", RunSpec())
+    assert run.packing and run.policy_packing is False and not run.policy_packs
+    assert run.label == "gavel-maxmin(plain):tesserae+packing"
+    assert parse_run_label(run.label, RunSpec()) == run
+    assert RunSpec(placement="tesserae", type_matching=False).label == "fifo:tesserae[no-type-matching]"
+    with pytest.raises(InputError, match="unknown modifier"):
+        parse_run_label("las(fast):tesserae", RunSpec())
+
+
+def test_cli_ablation_flags(tmp_path) -> None:
+    r = subprocess.run([sys.executable, "-m", "tesserae.cli", "simulate", "--jobs", "12", "--cluster", MIXED,
+                        "--policy", "gavel-maxmin", "--placement", "tesserae", "--packing", "--no-policy-packing",
+                        "--no-type-matching", "--no-strategy-choice", "--out", str(tmp_path), "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert s["label"] == "gavel-maxmin(plain):tesserae+packing[no-type-matching][fixed-strategy]"
+    assert s["policy_packing"] is False and "type_switches" in s and "allocation_error_mean" in s
