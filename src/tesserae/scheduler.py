@@ -82,7 +82,8 @@ class Scheduler:
         placer.pack(advice.pack_candidates())
         assignments = placer.finish()
         pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
-        self._remember(now, table, assignments)
+        if self.policy.credits_what_ran:
+            self._remember(now, table, assignments)
         return Plan.diff(now, dict(previous), assignments, pairs)
 
     def _remember(self, now: float, table: JobTable, assignments: Mapping[int, Assignment]) -> None:

@@ -152,9 +152,11 @@ def _best_single(free: np.ndarray, cap: np.ndarray, held: np.ndarray, p_pos: np.
 class EvictsByRank:
     """Mixin of the placers that hold running jobs' GPUs: layouts and evictions in rank order.
 
-    The placer provides ``cluster``, ``table``, ``advice``, ``pool``, ``owner`` (row per GPU),
-    ``held`` (GPUs held for owners not admitted yet), ``type_nodes``, ``type_order(row)``,
-    ``_type_pos`` (or None), ``_held_view`` (None until built) and ``_evict(row)``.
+    The placer provides ``cluster``, ``table``, ``advice``, ``pool``, ``owner`` (row per GPU of the
+    jobs that ran last round; -1 once evicted), ``assigned``, ``type_nodes``, ``type_order(row)``,
+    ``_type_pos`` (or None), ``_held_view`` (None until built) and ``_evict(row)``, and calls
+    ``release_held`` when an owner is admitted or evicted. The mask of held GPUs is built only at a
+    decision's first eviction: most decisions evict nothing.
     """
 
     cluster: Any
@@ -162,7 +164,7 @@ class EvictsByRank:
     advice: Any
     pool: Any
     owner: np.ndarray
-    held: np.ndarray
+    assigned: Any
     type_nodes: list[np.ndarray]
     _type_pos: np.ndarray | None
     _held_view: HeldGpus | None
@@ -174,9 +176,16 @@ class EvictsByRank:
         if self._held_view is None:
             c = self.cluster
             pos = self._type_pos if self._type_pos is not None else type_positions(c.node_type, c.gpu_node)
-            self._held_view = HeldGpus(c.gpu_type, pos, self.owner, self.held,
-                                       rank_array(self.advice.order, self.table.n))
+            held = self.owner >= 0
+            admitted = np.fromiter(self.assigned, dtype=np.int64, count=len(self.assigned))
+            held[held] = ~np.isin(self.owner[held], admitted)
+            self._held_view = HeldGpus(c.gpu_type, pos, self.owner, held, rank_array(self.advice.order, self.table.n))
         return self._held_view
+
+    def release_held(self, gpus: Any) -> None:
+        """An owner was admitted or evicted: its GPUs are no longer held (once the mask exists)."""
+        if self._held_view is not None:
+            self._held_view.mask[np.asarray(gpus, dtype=np.int64)] = False
 
     def evicting_layout(self, row: int) -> Layout | None:
         """A consolidated layout over free and held GPUs that evicts in the policy's rank order."""

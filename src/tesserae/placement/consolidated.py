@@ -60,8 +60,7 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
     """Best-fit consolidation that holds running jobs' GPUs for them (see module docstring).
 
     ``pool`` holds the GPUs nobody claims; GPUs of continuing jobs not yet admitted are *held*
-    (``held`` mask, counted per node in ``node_reserved_free``) and can be taken only by evicting
-    their owner.
+    (counted per node in ``node_reserved_free``) and can be taken only by evicting their owner.
     """
 
     #: Whether a running job may be moved when its GPUs were taken (False = preempt instead).
@@ -74,7 +73,6 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
         super().__init__(cluster, table, previous, model, advice)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
         self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
-        self.held = np.zeros(cluster.num_gpus, dtype=bool)
         self.held_total = 0
         self.evicted: set[int] = set()
         self._type_pos = type_pos
@@ -90,7 +88,6 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
             gpus = np.fromiter(chain.from_iterable(a.gpus for a in previous.values()), dtype=np.int64,
                                count=int(sizes.sum()))
             self.owner[gpus] = np.repeat(rows, sizes)
-            self.held[gpus] = True
             self.pool.take(gpus)
             self.held_total = int(gpus.size)
             self._node_held = np.bincount(cluster.gpu_node[gpus], minlength=cluster.num_nodes).tolist()
@@ -107,7 +104,7 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
         held, gpu_node = self._node_held, self._gpu_node
         for g in gpus:
             held[gpu_node[g]] -= 1
-        self.held[list(gpus)] = False
+        self.release_held(gpus)
         self.held_total -= len(gpus)
         return gpus
 
@@ -140,7 +137,7 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
         gpus = np.fromiter(chain.from_iterable(a.gpus for a in kept), dtype=np.int64)
         held = np.asarray(self._node_held) - np.bincount(self.cluster.gpu_node[gpus], minlength=self.cluster.num_nodes)
         self._node_held = held.tolist()
-        self.held[gpus] = False
+        self.release_held(gpus)
         self.held_total -= int(gpus.size)
 
     def _keep_previous(self, row: int) -> bool | None:

@@ -71,7 +71,6 @@ class ReservingPlacer(EvictsByRank, RoundPlacer):
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
         self.node_of = node_of if node_of is not None else cluster.gpu_node.tolist()
         self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
-        self.held = np.zeros(cluster.num_gpus, dtype=bool)
         self.held_node = [0] * cluster.num_nodes
         self.held_total = 0
         self.evicted: set[int] = set()
@@ -83,7 +82,6 @@ class ReservingPlacer(EvictsByRank, RoundPlacer):
             gpus = np.fromiter((g for a in previous.values() for g in a.gpus), dtype=np.int64,
                                count=int(sizes.sum()))
             self.owner[gpus] = np.repeat(rows, sizes)
-            self.held[gpus] = True
             self.pool.take(gpus)
             self.held_node = np.bincount(cluster.gpu_node[gpus], minlength=cluster.num_nodes).tolist()
             self.held_total = int(gpus.size)
@@ -96,7 +94,7 @@ class ReservingPlacer(EvictsByRank, RoundPlacer):
         node_of, held = self.node_of, self.held_node
         for g in gpus:
             held[node_of[g]] -= 1
-        self.held[list(gpus)] = False
+        self.release_held(gpus)
         self.held_total -= len(gpus)
 
     def keep_previous(self, row: int) -> bool:

@@ -74,6 +74,7 @@ class GavelRounds(SchedulingPolicy):
     #: The simulator runs this policy with Gavel's round ending and idle jump (``SimConfig.gavel_rounds``).
     gavel_rounds: ClassVar[bool] = True
     time_slicing: ClassVar[bool] = True
+    credits_what_ran: ClassVar[bool] = True
     #: Gavel's FIFO policies never schedule a unit of priority 0.
     skip_zero_priority: ClassVar[bool] = False
 

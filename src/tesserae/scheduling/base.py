@@ -36,6 +36,8 @@ class SchedulingPolicy:
     #: Preempts running jobs by priority round after round (LAS, Tiresias, Gavel, Themis): with restart
     #: costs at or above the round length it thrashes, so the simulator asks for a minimum run quantum.
     time_slicing: ClassVar[bool] = False
+    #: Whether ``credit`` uses the report of what ran (building it costs a pass over running jobs).
+    credits_what_ran: ClassVar[bool] = False
 
     def bind(self, cluster: Cluster, model: ThroughputModel) -> None:
         """The cluster and the throughput model, given once when the scheduler is built."""
@@ -53,7 +55,10 @@ class SchedulingPolicy:
         return Advice(order)
 
     def credit(self, report: RanReport) -> None:
-        """What ran since the previous decision (types, partners, seconds), before ``order``."""
+        """What ran since the previous decision (types, partners, seconds), before ``order``.
+
+        Called only for policies with ``credits_what_ran``.
+        """
 
     def next_event(self, table: JobTable, active: np.ndarray, running: np.ndarray, now: float) -> float:
         """The next instant at which a priority changes by itself (a demotion, say); inf if none.

@@ -125,9 +125,12 @@ class Simulator:
         self._timeline: list[tuple[float, int, int, int]] = []
         self._next_arrival = 0
         self._rate_cache: dict[tuple[Any, ...], float] = {}
-        # The strategy each running job was launched with (the plan's, else the model's choice).
+        # The strategy each running job was launched with (the plan's, else the model's choice);
+        # tracked only when some job of the run has strategies in the profile.
         self.strategy: dict[int, str | None] = {}
         self._strategy_cache: dict[tuple[Any, ...], str | None] = {}
+        classes = set(zip(t.type_idx.tolist(), t.num_gpus.tolist(), strict=True))
+        self._strategies = any(self.model.strategy_for(t.types[ti], k) is not None for ti, k in classes)
         self._type_node_size = {ti: int(cluster.node_num_gpus[cluster.node_type == ti].max())
                                 for ti in range(len(cluster.gpu_types))}
 
@@ -311,18 +314,21 @@ class Simulator:
             self._charge_restart(r, now)
             if c.gpu_type[previous[r].gpus[0]] != c.gpu_type[plan.assignments[r].gpus[0]]:
                 t.type_switches[r] += 1
-        strategy = {r: self._strategy_of(a) for r, a in plan.assignments.items()}
-        changed = {r for r, s in strategy.items() if self.strategy.get(r, s) != s}
-        for r in changed:
-            # Still running on the same GPUs, relaunched with another strategy: a restart.
-            if r in previous and t.overhead_left[r] < self.overhead[r]:
-                self._charge_restart(r, now)
-                t.strategy_changes[r] += 1
+        strategy: dict[int, str | None] = {}
+        changed: set[int] = set()
+        if self._strategies:
+            strategy = {r: self._strategy_of(a) for r, a in plan.assignments.items()}
+            changed = {r for r, s in strategy.items() if self.strategy.get(r, s) != s}
+            for r in changed:
+                # Still running on the same GPUs, relaunched with another strategy: a restart.
+                if r in previous and t.overhead_left[r] < self.overhead[r]:
+                    self._charge_restart(r, now)
+                    t.strategy_changes[r] += 1
         shared = 0
         for r, a in plan.assignments.items():
             p = previous.get(r)
             if (p is not a and p != a) or r in changed or a.partner in changed:
-                t.rate[r] = self._rate(a, strategy[r], None if a.partner is None else strategy[a.partner])
+                t.rate[r] = self._rate(a, strategy.get(r), None if a.partner is None else strategy.get(a.partner))
             if a.partner is not None and r < a.partner:
                 shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
         self.assignments = dict(plan.assignments)
