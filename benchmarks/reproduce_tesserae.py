@@ -353,13 +353,15 @@ def workload(run: Run, cluster: Any) -> tuple[list[Any], Any]:
         jobs = llm_workload(cluster, _SMOKE.get("llm_jobs", LLM_JOBS[run.cluster]), LLM_LOAD[run.cluster], run.seed)
         return jobs, llm_model()
     jobs = philly_workload(cluster.num_gpus, run.seed)
-    if "philly_jobs" in _SMOKE:  # a busy stretch (from day 20 on, where the window's bursts begin)
+    if "philly_jobs" in _SMOKE:
+        # A wiring check that still queues: jobs from day 20 on (where the window's bursts begin),
+        # arriving 4x faster than in the trace.
         from tesserae.core.jobs import JobSpec
 
         start = next((i for i, j in enumerate(jobs) if j.submit_time >= 5 * 86400.0), 0)
         cut = jobs[start: start + _SMOKE["philly_jobs"]]
         t0 = cut[0].submit_time if cut else 0.0
-        jobs = [JobSpec(i, j.submit_time - t0, j.num_gpus, j.job_type, j.work, j.duration, name=str(i))
+        jobs = [JobSpec(i, (j.submit_time - t0) / 4.0, j.num_gpus, j.job_type, j.work, j.duration, name=str(i))
                 for i, j in enumerate(cut)]
     return jobs, gavel_model()
 
@@ -706,8 +708,9 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     ap.add_argument("--smoke", action="store_true",
-                    help="a wiring check: 2 seeds, 120 Philly jobs (from day 20) / 60 LLM jobs per run, "
-                         "64-GPU clusters; its cache and report go to out/tesserae-smoke/, never to docs/")
+                    help="a wiring check: 2 seeds, 200 Philly jobs (from day 20, arriving 4x faster) / 150 LLM "
+                         "jobs per run, 64-GPU clusters; its cache and report go to out/tesserae-smoke/, never to "
+                         "docs/")
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from the cache, run nothing")
     ap.add_argument("--list", action="store_true", help="list the runs (with * when cached) and exit")
     ap.add_argument("--rerun", action="store_true", help="run matching keys again even if cached")
@@ -719,7 +722,7 @@ def main() -> None:
     global CACHE, REPORT
     if args.smoke:
         args.seeds = min(args.seeds, 2)
-        smoke = {"philly_jobs": 120, "llm_jobs": 60}
+        smoke = {"philly_jobs": 200, "llm_jobs": 150}
         CACHE = ROOT / "out" / "tesserae-smoke" / "tesserae_results.json"
         REPORT = ROOT / "out" / "tesserae-smoke" / "tesserae.md"
         if not args.only:
