@@ -702,10 +702,10 @@ def differences(runs: dict[str, Any], seeds: int, rows: list[dict[str, Any]],
                  if "+packing" in k and (CLUSTERS[k.split("/")[0]][1] == w)] for w in ("philly", "llm")}
     if pairs["philly"] or pairs["llm"]:
         f = {w: (float(np.mean(v)) if v else math.nan) for w, v in pairs.items()}
-        L.append(f"- **Packing has little to work with on the Philly arrivals**: {f['philly']:.2f} packed pairs per "
-                 f"round on average over the Philly runs with packing, {f['llm']:.2f} over the LLM mix's. Packing "
-                 "pairs only a job that does not fit with one that runs; these windows rarely leave a job waiting "
-                 "long on 64 or 256 GPUs.")
+        L.append(f"- **Packing found next to nothing to pair on the Philly windows**: {f['philly']:.2f} packed "
+                 f"pairs per round on average over the Philly runs with packing, {f['llm']:.2f} over the LLM "
+                 "mix's. Packing pairs a job that does not fit with one that runs (under the packed LP, the "
+                 "pairs the LP chose), so it can only help where jobs wait.")
     if systems:
         b = max(systems, key=lambda r: r["ratio"].geo())
         L.append(f"- **The paper compares systems**, policy and placement together. LAS with all of Tesserae's "
