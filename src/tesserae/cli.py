@@ -107,6 +107,16 @@ QuotasOpt = Annotated[str, typer.Option("--quotas", help="With --queue-config: '
 GavelRoundsOpt = Annotated[bool | None, typer.Option("--gavel-rounds/--fixed-rounds", help="Gavel's round ending "
                                                      "and idle jump (default: on for gavel-maxmin and gavel-fifo "
                                                      "only).", show_default=False)]
+PolicyPackingOpt = Annotated[bool | None, typer.Option("--policy-packing/--no-policy-packing", help="Whether the "
+                                                       "policy itself packs (gavel-maxmin's pair LP; default: as "
+                                                       "--packing). --packing --no-policy-packing: the plain LP, "
+                                                       "the placement pairs its overflow.", show_default=False)]
+TypeMatchingOpt = Annotated[bool, typer.Option("--type-matching/--no-type-matching", help="tesserae placement: "
+                                               "match jobs to GPU types (off: the policy's advised types, or the "
+                                               "previous type else the fastest with room).")]
+StrategyChoiceOpt = Annotated[bool, typer.Option("--strategy-choice/--no-strategy-choice", help="tesserae "
+                                                 "placement: pick each pair's parallelism strategy (off: every "
+                                                 "job keeps its best strategy alone).")]
 
 
 _IMPORTED = time.perf_counter()
@@ -256,12 +266,13 @@ def simulate(
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False, gavel_reset_interval: ResetOpt = 1920.0,
     gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None, restart_cost: RestartCostOpt = "fixed",
     storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS, min_run_quantum: QuantumOpt = 0.0,
-    allow_thrashing: ThrashOpt = False,
+    allow_thrashing: ThrashOpt = False, policy_packing: PolicyPackingOpt = None,
+    type_matching: TypeMatchingOpt = True, strategy_choice: StrategyChoiceOpt = True,
     queue_config: QueueConfigOpt = None, quotas: QuotasOpt = "borrow",
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
     from tesserae.sim.report import write_run
-    from tesserae.sim.runner import RunSpec
+    from tesserae.sim.runner import RunSpec, build_scheduler
     from tesserae.sim.runner import simulate as run_sim
     from tesserae.sim.workload import WorkloadSpec, build_workload
     from tesserae.web.report import write_report
@@ -273,9 +284,11 @@ def simulate(
                   gavel_reset_interval=gavel_reset_interval, gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
                   restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
                   min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing,
+                  policy_packing=policy_packing, type_matching=type_matching, strategy_choice=strategy_choice,
                   queue_config=queue_config, quotas=_quotas(quotas))
     window = _parse_window(measure_jobs)
     cl, model = _load_setup(cluster, profile)
+    build_scheduler(cl, model, run)  # a policy and placement that do not fit are refused before any work
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
     specs = build_workload(wl, cl, model)
     prog, update = _progress(quiet, run.label)
@@ -300,8 +313,9 @@ def simulate(
 @app.command(cls=TesseraeCommand)
 def compare(
     out: Annotated[Path, typer.Option("--out", help="Output folder: one subfolder per run, compare.csv, PNGs.")],
-    run: Annotated[list[str], typer.Option("--run", metavar="RUN", help="A configuration, POLICY[:PLACEMENT] "
-                                           "with an optional +packing, e.g. las:tesserae+packing; repeat.")],
+    run: Annotated[list[str], typer.Option("--run", metavar="RUN", help="A configuration, "
+                                           "POLICY[(no-backfill)|(plain)][:PLACEMENT] with an optional +packing, "
+                                           "e.g. las:tesserae+packing; repeat.")],
     trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
     jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
     profile: ProfileOpt = None,
@@ -321,6 +335,7 @@ def compare(
     gavel_reset_interval: ResetOpt = 1920.0, gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None,
     restart_cost: RestartCostOpt = "fixed", storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS,
     min_run_quantum: QuantumOpt = 0.0, allow_thrashing: ThrashOpt = False,
+    type_matching: TypeMatchingOpt = True, strategy_choice: StrategyChoiceOpt = True,
     queue_config: QueueConfigOpt = None,
     quotas: Annotated[str, typer.Option("--quotas", help="With --queue-config, for runs that name none: borrow, "
                                         "strict or global (a run may add +strict, +global or +borrow).")] = "borrow",
@@ -332,7 +347,7 @@ def compare(
     """
     from tesserae.sim.plots import plot_jct_cdf, plot_timeline
     from tesserae.sim.report import write_run_files
-    from tesserae.sim.runner import RunSpec, parse_run_label
+    from tesserae.sim.runner import RunSpec, build_scheduler, parse_run_label
     from tesserae.sim.sweep import SweepPoint, run_sweep
     from tesserae.sim.workload import WorkloadSpec
     from tesserae.web.report import write_report
@@ -345,6 +360,7 @@ def compare(
                    gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
                    restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
                    min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing,
+                   type_matching=type_matching, strategy_choice=strategy_choice,
                    queue_config=queue_config, quotas=_quotas(quotas))
     runs = [parse_run_label(label, base) for label in run]
     window = _parse_window(measure_jobs)
@@ -356,6 +372,8 @@ def compare(
     if any(v is not None and v <= 0 for v in load_list):
         raise InputError(f"loads must be positive: '{loads}'", field="loads")
     cl, model = _load_setup(cluster, profile)
+    for r in runs:
+        build_scheduler(cl, model, r)  # a policy and placement that do not fit are refused before any work
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
     points = [SweepPoint(r, s, ld) for ld in load_list for s in seed_list for r in runs]
     sweep = len(seed_list) > 1 or len(load_list) > 1

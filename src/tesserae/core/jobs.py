@@ -79,6 +79,8 @@ class JobTable:
         self.last_stop = self.submit.copy()  # when it last stopped running (submit if never ran)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
+        self.type_switches = np.zeros(n, dtype=np.int64)  # migrations onto another GPU type
+        self.strategy_changes = np.zeros(n, dtype=np.int64)  # relaunches with another parallelism strategy
         self.rate = np.zeros(n)  # iterations per second at the current placement
         self.overhead_left = np.zeros(n)  # restart overhead still to pay before progress resumes
         self.hold_until = np.zeros(n)  # minimum run quantum: not preempted before this instant

@@ -69,6 +69,8 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
         "avg_slowdown": _stat(slowdown),
         "preemptions": int(t.preemptions[rows].sum()),
         "migrations": int(t.migrations[rows].sum()),
+        "type_switches": int(t.type_switches[rows].sum()),
+        "strategy_changes": int(t.strategy_changes[rows].sum()),
         "jct_by_size": by_size,
         "policy": policy,
         "placement": placement,

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tesserae.core.advice import AdviceKind
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
@@ -60,21 +61,40 @@ class RunSpec(BaseModel):
     #: With queues: 'borrow' (quotas, idle quota lent), 'strict' (quotas, no borrowing) or 'global'
     #: (one global queue, measured per tenant queue).
     quotas: Literal["borrow", "strict", "global"] = "borrow"
+    #: Whether the policy itself packs (Gavel's LP with pair variables); None = as ``packing``.
+    #: ``gavel-maxmin(plain):tesserae+packing`` is the plain LP with the placement's packing.
+    policy_packing: bool | None = None
+    #: ``tesserae`` placement: the allocation-preserving type assignment under per-type shares,
+    #: and the type-slot matching otherwise (off: the policy's types, or the fastest with room).
+    type_matching: bool = True
+    #: ``tesserae`` placement: pick each pair's parallelism strategy (off: every job keeps its best
+    #: strategy alone, also when sharing).
+    strategy_choice: bool = True
+
+    @property
+    def policy_packs(self) -> bool:
+        return self.packing if self.policy_packing is None else self.policy_packing
 
     @property
     def label(self) -> str:
         extra = "+packing" if self.packing else ""
         if self.queue_config is not None and self.quotas != "borrow":
             extra += f"+{self.quotas}"
-        nb = "(no-backfill)" if self.no_backfill else ""
-        return f"{self.policy}{nb}:{self.placement}{extra}"
+        mods = [m for m, on in (("no-backfill", self.no_backfill), ("plain", self.packing and not self.policy_packs))
+                if on]
+        nb = "".join(f"({m})" for m in mods)
+        ablate = [m for m, on in (("no-type-matching", not self.type_matching),
+                                  ("fixed-strategy", not self.strategy_choice)) if on]
+        return f"{self.policy}{nb}:{self.placement}{extra}" + "".join(f"[{m}]" for m in ablate)
 
     def options(self) -> dict[str, Any]:
         """Options handed to the policy and placement factories (each takes what it knows)."""
         names = ("queues", "promote_knob", "gittins_prior", "gittins_index", "skew_threshold", "packing")
         out = {k: getattr(self, k) for k in names if getattr(self, k) not in (None, False)}
         return {**out, "gavel_reset_interval": self.gavel_reset_interval, "gavel_lp": self.gavel_lp,
-                "round_seconds": self.round_seconds}
+                "round_seconds": self.round_seconds, "restart_overhead": self.restart_overhead,
+                "type_matching": self.type_matching, "strategy_choice": self.strategy_choice,
+                "hetero": self.type_matching}
 
 
 def parse_run_label(label: str, base: RunSpec) -> RunSpec:
@@ -92,18 +112,33 @@ def parse_run_label(label: str, base: RunSpec) -> RunSpec:
             quotas = suffix  # type: ignore[assignment]
     policy, _, placement = text.partition(":")
     no_backfill = base.no_backfill
-    if policy.endswith("(no-backfill)"):
-        policy, no_backfill = policy[: -len("(no-backfill)")], True
+    policy_packing = base.policy_packing
+    while policy.endswith(")") and "(" in policy:
+        policy, _, mod = policy[:-1].rpartition("(")
+        if mod == "no-backfill":
+            no_backfill = True
+        elif mod == "plain":
+            policy_packing = False
+        else:
+            raise InputError(f"run '{label}': unknown modifier '({mod})'; expected (no-backfill) or (plain)",
+                             field="run")
     if not policy:
         raise InputError(f"run '{label}' names no policy; expected POLICY[:PLACEMENT]", field="run")
     return base.model_copy(update={"policy": policy, "placement": placement or base.placement,
-                                   "packing": packing, "no_backfill": no_backfill, "quotas": quotas})
+                                   "packing": packing, "no_backfill": no_backfill, "quotas": quotas,
+                                   "policy_packing": policy_packing})
 
 
 def build_scheduler(cluster: Cluster, model: ThroughputModel, run: RunSpec, tree: QueueTree | None = None
                     ) -> Scheduler:
-    """The scheduler of a configuration; with a queue tree, the queue level too (quotas or report only)."""
-    policy = make_policy(run.policy, **run.options())
+    """The scheduler of one configuration; with a queue tree, the queue level too (quotas or report
+    only). InputError when its policy and placement do not fit."""
+    policy = make_policy(run.policy, **{**run.options(), "packing": run.policy_packs})
+    if run.policy_packing is False and run.packing:
+        packed = make_policy(run.policy, **{**run.options(), "packing": True})
+        if AdviceKind.PAIRS not in packed.advises:
+            raise InputError(f"policy '{run.policy}' has no packed variant: '(plain)' does not apply to it",
+                             field="run")
     placement = make_placement(run.placement, **run.options())
     step = None
     if tree is not None:
@@ -164,7 +199,8 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
     result = sim.run(progress, until=until)
     summary = summarize(result, policy=run.policy, placement=run.placement, profile=model.name,
                         profile_measured=model.measured, seed=seed, window=window,
-                        extra={"packing": run.packing, "no_backfill": run.no_backfill, "label": run.label})
+                        extra={"packing": run.packing, "policy_packing": run.policy_packs,
+                               "no_backfill": run.no_backfill, "label": run.label})
     if scheduler.queues is not None:
         summary.update(queue_summary(result, scheduler.queues, window=window))
     return result, summary
