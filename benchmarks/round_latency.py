@@ -9,6 +9,11 @@ its own process; a configuration whose round exceeds 60 s is not tried at larger
 
     .venv/bin/python benchmarks/round_latency.py                 # all sizes, writes BENCHMARKS.md
     .venv/bin/python benchmarks/round_latency.py --gpus 16384 --jobs 20000 --rounds 20 --json
+    .venv/bin/python benchmarks/round_latency.py --tenants 100 --configs fifo:consolidated,tiresias-las:tesserae
+
+``--tenants N`` also measures every configuration with N tenant queues (10 organisations of N/10
+teams; guarantees split the cluster evenly among the organisations and their teams; each job goes
+to a team drawn from a skewed (Dirichlet 0.5) distribution, so some teams borrow and others lend).
 """
 
 from __future__ import annotations
@@ -43,7 +48,22 @@ class Abort(Exception):
     pass
 
 
-def build_state(gpus: int, jobs: int, rounds: int, seed: int) -> tuple[object, list]:
+def tenant_queues(gpus: int, tenants: int) -> tuple[dict, list[str]]:
+    """10 organisations x tenants/10 teams, guarantees split evenly (remainders to the first)."""
+    orgs = 10 if tenants >= 10 else 1
+    teams = max(tenants // orgs, 1)
+    queues, leaves = [], []
+    org_g = [gpus // orgs + (1 if i < gpus % orgs else 0) for i in range(orgs)]
+    for o in range(orgs):
+        queues.append({"name": f"org{o}", "guarantee": org_g[o]})
+        for t in range(teams):
+            g = org_g[o] // teams + (1 if t < org_g[o] % teams else 0)
+            queues.append({"name": f"org{o}-team{t}", "parent": f"org{o}", "guarantee": g})
+            leaves.append(f"org{o}-team{t}")
+    return {"queues": queues}, leaves
+
+
+def build_state(gpus: int, jobs: int, rounds: int, seed: int, tenants: int = 0) -> tuple[object, list]:
     from tesserae.core.cluster import parse_cluster_spec
     from tesserae.core.jobs import JobSpec
     from tesserae.profiles.default_model import DefaultModel
@@ -63,19 +83,28 @@ def build_state(gpus: int, jobs: int, rounds: int, seed: int) -> tuple[object, l
     g = rng.choice(mix_g, size=n, p=mix_p)
     d = 300 * 10 ** rng.uniform(0, 1.5, size=n)
     ty = rng.integers(len(types), size=n)
-    specs = [JobSpec(i, float(submit[i]), int(g[i]), types[int(ty[i])], float(d[i]), float(d[i])) for i in range(n)]
+    queue = [""] * n
+    if tenants:
+        _, leaves = tenant_queues(gpus, tenants)
+        share = rng.dirichlet(np.full(len(leaves), 0.5))
+        queue = [leaves[k] for k in rng.choice(len(leaves), size=n, p=share)]
+    specs = [JobSpec(i, float(submit[i]), int(g[i]), types[int(ty[i])], float(d[i]), float(d[i]), queue=queue[i])
+             for i in range(n)]
     return cluster, specs
 
 
-def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: float) -> dict:
+def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: float, tenants: int = 0) -> dict:
+    from tesserae.core.queues import build_tree, parse_config
     from tesserae.profiles.default_model import DefaultModel
     from tesserae.scheduler import Scheduler
     from tesserae.sim.engine import SimConfig, Simulator
     from tesserae.sim.runner import RunSpec, build_scheduler, parse_run_label
 
-    cluster, specs = build_state(gpus, jobs, rounds, seed)
+    cluster, specs = build_state(gpus, jobs, rounds, seed, tenants)
     run = parse_run_label(label, RunSpec())
-    inner = build_scheduler(cluster, DefaultModel(), run)
+    tree = build_tree(parse_config(tenant_queues(gpus, tenants)[0]), gpus_by_type=cluster.gpus_by_type) \
+        if tenants else None
+    inner = build_scheduler(cluster, DefaultModel(), run, tree)
     times: list[float] = []
     active_counts: list[int] = []
     started = time.perf_counter()
@@ -91,7 +120,7 @@ def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: 
                 raise Abort
             return plan
 
-    sched = Timed(cluster, inner.policy, inner.placement, inner.model, inner.config)
+    sched = Timed(cluster, inner.policy, inner.placement, inner.model, inner.config, queues=inner.queues)
     sim = Simulator(specs, cluster, sched, SimConfig(round_seconds=300.0, restart_overhead=30.0))
     aborted = False
     try:
@@ -100,6 +129,7 @@ def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: 
         aborted = True
     measured = np.array(times[WARMUP_ROUNDS:] if len(times) > WARMUP_ROUNDS + 1 else times)
     return {"gpus": gpus, "jobs": jobs, "policy": run.policy, "placement": run.placement, "packing": run.packing,
+            "tenants": tenants,
             "rounds": int(measured.size), "median_s": float(np.median(measured)),
             "p95_s": float(np.percentile(measured, 95)), "max_s": float(measured.max()),
             "cold_start_s": times[0], "active_jobs_median": int(np.median(active_counts)),
@@ -131,6 +161,73 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def child_command(args: argparse.Namespace, label: str, gpus: int, jobs: int, tenants: int) -> list[str]:
+    return [sys.executable, __file__, "--child", label, "--gpus", str(gpus), "--jobs", str(jobs),
+            "--rounds", str(args.rounds), "--seed", str(args.seed), "--budget", str(args.budget),
+            "--child-tenants", str(tenants)]
+
+
+def tenants_main(args: argparse.Namespace, sizes: list[int]) -> None:
+    """Each configuration without and with ``--tenants`` queues, in this run; a section of its own."""
+    rows: list[dict] = []
+    for label in args.configs.split(","):
+        for g in sizes:
+            jobs = args.jobs or int(1.2 * g)
+            pair = []
+            for tenants in (0, args.tenants):
+                out = subprocess.run(child_command(args, label, g, jobs, tenants), capture_output=True, text=True,
+                                     timeout=args.budget + 300)
+                if out.returncode != 0:
+                    sys.exit(f"{label} at {g} GPUs with {tenants} queues failed: {out.stderr.strip()[-500:]}")
+                pair.append(json.loads(out.stdout.strip().splitlines()[-1]))
+            base, with_q = pair
+            row = {"label": label, "gpus": g, "jobs": jobs, "tenants": args.tenants,
+                   "active_jobs_median": with_q["active_jobs_median"], "median_s": base["median_s"],
+                   "median_queues_s": with_q["median_s"], "p95_s": base["p95_s"], "p95_queues_s": with_q["p95_s"],
+                   "rounds": min(base["rounds"], with_q["rounds"]),
+                   "cut_short": base["cut_short"] or with_q["cut_short"]}
+            rows.append(row)
+            print(f"{label:32s} {g:6d} GPUs  median {row['median_s']:.4f} s -> {row['median_queues_s']:.4f} s with "
+                  f"{args.tenants} queues (p95 {row['p95_s']:.4f} -> {row['p95_queues_s']:.4f})", flush=True)
+    if args.json or args.jobs:
+        return
+    # A partial rerun (--configs, --gpus) replaces only its own rows; each row keeps the date and
+    # command of the run that measured its pair (the ratio is always within one run).
+    command = ".venv/bin/python benchmarks/round_latency.py " + " ".join(sys.argv[1:])
+    store = ROOT / "docs" / "benchmarks" / "round_latency_tenants.json"
+    store.parent.mkdir(parents=True, exist_ok=True)
+    saved = json.loads(store.read_text()) if store.exists() else []
+    fresh = {(r["label"], r["gpus"], r["tenants"]) for r in rows}
+    rows = [r for r in saved if (r["label"], r["gpus"], r["tenants"]) not in fresh] + [
+        {**r, "date": today(), "command": command} for r in rows]
+    rows = [r for r in rows if r["tenants"] == args.tenants]
+    rows.sort(key=lambda r: (CONFIGS.index(r["label"]) if r["label"] in CONFIGS else len(CONFIGS), r["gpus"]))
+    store.write_text(json.dumps(rows, indent=1) + "\n")
+    commands = sorted({r["command"] for r in rows}, key=lambda c: min(r["date"] for r in rows if r["command"] == c))
+    lines = [
+        f"## Decision latency with {args.tenants} tenant queues (`benchmarks/round_latency.py --tenants`)",
+        "",
+        f"Command{'s' if len(commands) > 1 else ''}: {'; '.join(f'`{c}`' for c in commands)} (each row's own in "
+        f"`docs/benchmarks/round_latency_tenants.json`). Machine: {machine()}. Updated: {today()}.",
+        f"Same evolving state as the section above; each row is measured twice in one run, without "
+        f"queues and with {args.tenants} tenant queues (10 organisations x {max(args.tenants // 10, 1)} teams, "
+        "guarantees splitting the cluster evenly, jobs spread over the teams by a skewed Dirichlet(0.5) draw so "
+        "that some teams borrow and others lend). Median and p95 of one whole decision over "
+        f"{args.rounds} rounds after {WARMUP_ROUNDS} warm-up rounds.",
+        "",
+        "| configuration | GPUs | active jobs (median) | median, one queue (s) | median, queues (s) | ratio | "
+        "p95, one queue (s) | p95, queues (s) | rounds | measured |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in rows:
+        lines.append(f"| {r['label']} | {r['gpus']} | {r['active_jobs_median']} | {r['median_s']:.4f} | "
+                     f"{r['median_queues_s']:.4f} | {r['median_queues_s'] / r['median_s']:.2f}x | {r['p95_s']:.4f} | "
+                     f"{r['p95_queues_s']:.4f} | {r['rounds']}{' (cut short by budget)' if r['cut_short'] else ''} | "
+                     f"{r['date']} |")
+    update_section("round_latency_tenants", "\n".join(lines))
+    print("\n".join(lines))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, action="append", help="cluster size(s); default 256,1024,4096,16384")
@@ -140,19 +237,25 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=float, default=240.0, help="seconds per configuration and size")
     ap.add_argument("--json", action="store_true", help="print one JSON object per configuration and size")
+    ap.add_argument("--tenants", type=int, default=0, help="also measure each configuration with this many "
+                    "tenant queues (written to a section of its own)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--child-tenants", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
     sizes = args.gpus or SIZES
     if args.child:
         g = sizes[0]
-        print(json.dumps(measure(args.child, g, args.jobs or int(1.2 * g), args.rounds, args.seed, args.budget)))
+        print(json.dumps(measure(args.child, g, args.jobs or int(1.2 * g), args.rounds, args.seed, args.budget,
+                                 args.child_tenants)))
+        return
+    if args.tenants:
+        tenants_main(args, sizes)
         return
     rows: list[dict] = []
     for label in args.configs.split(","):
         for g in sizes:
             jobs = args.jobs or int(1.2 * g)
-            cmd = [sys.executable, __file__, "--child", label, "--gpus", str(g), "--jobs", str(jobs),
-                   "--rounds", str(args.rounds), "--seed", str(args.seed), "--budget", str(args.budget)]
+            cmd = child_command(args, label, g, jobs, 0)
             try:
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.budget + 300)
             except subprocess.TimeoutExpired:

@@ -50,8 +50,12 @@ class ToyModel:
         self.r = 1.0 / seconds_per_iteration
 
     def rate(self, job_type: str, num_gpus: int, gpu_type: str, consolidated: bool = True,
-             partner: tuple[str, int] | None = None) -> float:
+             partner: tuple[str, int] | None = None, strategy: str | None = None,
+             partner_strategy: str | None = None) -> float:
         return 0.0 if partner is not None else self.r
+
+    def strategy_for(self, job_type: str, num_gpus: int, partner: tuple[str, int] | None = None) -> str | None:
+        return None
 
     def reference_rate(self, job_type: str, num_gpus: int) -> float:
         return self.r

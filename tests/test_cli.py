@@ -153,7 +153,7 @@ def test_a_one_gpu_profile_simulates_with_a_one_gpu_mix(tmp_path: Path) -> None:
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "no job type measured on 2 GPUs" in r.stderr and "--gpu-mix 1:1" in r.stderr, r.stderr
     out = tmp_path / "one-gpu"
-    r = tesserae(*base, "--gpu-mix", "1:1", "--packing", "--out", str(out))
+    r = tesserae(*base, "--gpu-mix", "1:1", "--placement", "tesserae", "--packing", "--out", str(out))
     assert r.returncode == 0, r.stderr
     summary = json.loads((out / "summary.json").read_text())
     assert summary["completed"] == 40 and summary["profile_kind"].startswith("measured")

@@ -52,7 +52,8 @@ def flowed(text: str) -> str:
 
 def test_run_help_is_whole() -> None:
     out = flowed(tesserae("compare", "--help").stdout)
-    assert "POLICY[:PLACEMENT] with an optional +packing, e.g. las:tesserae+packing; repeat." in out
+    assert ("POLICY[(no-backfill)|(plain)][:PLACEMENT] with an optional +packing, e.g. las:tesserae+packing; "
+            "repeat.") in out
 
 
 def test_policy_and_placement_help_list_the_registered_names() -> None:

@@ -19,14 +19,16 @@ GOLDEN = {
     ("fifo:consolidated", True): (637246.4997952066, 2570308.1524985936, 0, 0),
     ("fifo:first-fit", False): (254573.7054639367, 1984588.1524985936, 54, 356),
     ("las:first-fit", False): (136961.06897074752, 1752778.1524985936, 10773, 4719),
-    ("las:consolidated", False): (121522.04979520665, 1657348.1524985936, 7247, 0),
-    ("srtf:consolidated", False): (82535.24979520668, 1683178.152498594, 285, 0),
     # Re-recorded when tiresias-las and tiresias-gittins took Tiresias' own semantics (issue 11):
     # queues as lists whose order persists, and 2D-Gittins with the index of Tiresias' simulator
-    # taken on the service since the last reset.
-    ("tiresias-las:consolidated", False): (134608.04979520667, 1822690.2641566915, 207, 0),
-    ("tiresias-las:tiresias", False): (137102.40066943958, 1661305.949646173, 229, 24),
-    ("tiresias-gittins:tiresias", False): (98890.69641197096, 1579935.6753551885, 848, 47),
+    # taken on the service since the last reset; then when consolidated, tiresias and yarn placement
+    # began to evict running jobs in the policy's rank order, lowest first, instead of the highest
+    # row id on the best-fit node (issue 12).
+    ("las:consolidated", False): (119673.74979520665, 1650628.1524985943, 6575, 0),
+    ("srtf:consolidated", False): (84859.49979520668, 1761298.1524985936, 200, 0),
+    ("tiresias-las:consolidated", False): (147846.29979520667, 1817890.2641566915, 182, 0),
+    ("tiresias-las:tiresias", False): (136466.27530323624, 1579705.949646173, 227, 9),
+    ("tiresias-gittins:tiresias", False): (98370.58226018876, 1591616.838145886, 365, 17),
     ("tiresias-las:tesserae", False): (126503.54979520668, 1734790.2641566915, 258, 49),
     ("tiresias-las:tesserae+packing", False): (110399.5917155032, 1607846.1160395208, 163, 377),
     ("las:tesserae+packing", False): (102967.88400757058, 1620342.0516225074, 1409, 751),

@@ -86,7 +86,7 @@ def test_trace_columns_round_trip(tmp_path: Path, suffix: str) -> None:
     plain = write_canonical([job(0, 10)], tmp_path / f"plain{suffix}")
     if suffix == ".csv":
         assert plain.read_text().splitlines()[0] == "job_id,submit_time,num_gpus,job_type,work,duration,user," \
-                                                    "priority_weight,name"
+                                                    "priority_weight,name,queue,priority_class"
 
 
 HEADER = ("job_id,submit_time,num_gpus,job_type,work,time_limit,retries,retry_backoff,after,after_ok,failures,"

@@ -98,9 +98,25 @@ ResetOpt = Annotated[float, typer.Option("--gavel-reset-interval", min=0.0, help
 GavelLpOpt = Annotated[str, typer.Option("--gavel-lp", help="gavel-maxmin's optimum: 'center' (Gavel's "
                                          "interior-point solution) or 'max-total' (a vertex with the largest "
                                          "total throughput at the max-min optimum).")]
+QueueConfigOpt = Annotated[str | None, typer.Option("--queue-config", help="Tenant queues: a queue file "
+                                                    "(YAML), or 'derived' (one queue per user, e.g. Philly's VCs, "
+                                                    "guarantees from each one's share of GPU time).")]
+QuotasOpt = Annotated[str, typer.Option("--quotas", help="With --queue-config: 'borrow' (quotas, idle quota "
+                                        "lent), 'strict' (no borrowing) or 'global' (one global queue, reported "
+                                        "per queue).")]
 GavelRoundsOpt = Annotated[bool | None, typer.Option("--gavel-rounds/--fixed-rounds", help="Gavel's round ending "
                                                      "and idle jump (default: on for gavel-maxmin and gavel-fifo "
                                                      "only).", show_default=False)]
+PolicyPackingOpt = Annotated[bool | None, typer.Option("--policy-packing/--no-policy-packing", help="Whether the "
+                                                       "policy itself packs (gavel-maxmin's pair LP; default: as "
+                                                       "--packing). --packing --no-policy-packing: the plain LP, "
+                                                       "the placement pairs its overflow.", show_default=False)]
+TypeMatchingOpt = Annotated[bool, typer.Option("--type-matching/--no-type-matching", help="tesserae placement: "
+                                               "match jobs to GPU types (off: the policy's advised types, or the "
+                                               "previous type else the fastest with room).")]
+StrategyChoiceOpt = Annotated[bool, typer.Option("--strategy-choice/--no-strategy-choice", help="tesserae "
+                                                 "placement: pick each pair's parallelism strategy (off: every "
+                                                 "job keeps its best strategy alone).")]
 
 
 _IMPORTED = time.perf_counter()
@@ -139,6 +155,12 @@ def _print_warnings(summaries: list[dict[str, Any]]) -> None:
             seen.setdefault(w, None)
     for w in seen:
         err.print(f"[yellow]warning:[/yellow] {escape(w)}", highlight=False, soft_wrap=True)
+
+
+def _quotas(text: str) -> Any:
+    if text not in ("borrow", "strict", "global"):
+        raise InputError(f"'{text}' is not borrow, strict or global", field="quotas")
+    return text
 
 
 def _gavel_lp(text: str) -> Any:
@@ -212,6 +234,23 @@ def _summary_table(title: str, summaries: list[dict[str, Any]]) -> Table:
     return table
 
 
+def _queue_table(summary: dict[str, Any]) -> Table:
+    """Per tenant queue: jobs, JCT, share of GPU time against the guarantee, borrowing, reclaims."""
+    jain = summary.get("jain_satisfaction")
+    table = Table(title=f"tenant queues ({summary.get('tenancy')}); Jain's index over the leaf queues' "
+                        f"satisfaction: {'-' if jain is None else f'{jain:.3f}'}")
+    for col in ("queue", "guarantee", "jobs", "avg JCT (h)", "GPU-time share", "guaranteed share",
+                "satisfaction", "borrowed (GPU-h)", "reclaims"):
+        table.add_column(col, justify="left" if col == "queue" else "right")
+    for q in summary["queues"]:
+        sat = q["satisfaction"]
+        table.add_row(q["path"], str(q["guarantee"]), str(q["jobs"]),
+                      "-" if q["avg_jct"] is None else f"{q['avg_jct'] / 3600:.2f}", f"{q['share_of_gpu_time']:.1%}",
+                      f"{q['guaranteed_share']:.1%}", "-" if sat is None else f"{sat:.3f}",
+                      f"{q['borrowed_gpu_seconds'] / 3600:.1f}", str(q["reclaims"]))
+    return table
+
+
 def _run_dir_name(label: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", label).strip("_")
 
@@ -231,11 +270,13 @@ def simulate(
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False, gavel_reset_interval: ResetOpt = 1920.0,
     gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None, restart_cost: RestartCostOpt = "fixed",
     storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS, min_run_quantum: QuantumOpt = 0.0,
-    allow_thrashing: ThrashOpt = False,
+    allow_thrashing: ThrashOpt = False, policy_packing: PolicyPackingOpt = None,
+    type_matching: TypeMatchingOpt = True, strategy_choice: StrategyChoiceOpt = True,
+    queue_config: QueueConfigOpt = None, quotas: QuotasOpt = "borrow",
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
     from tesserae.sim.report import write_run
-    from tesserae.sim.runner import RunSpec
+    from tesserae.sim.runner import RunSpec, build_scheduler
     from tesserae.sim.runner import simulate as run_sim
     from tesserae.sim.workload import WorkloadSpec, build_workload
     from tesserae.web.report import write_report
@@ -246,9 +287,12 @@ def simulate(
                   gittins_prior=gittins_prior, gittins_index=gittins_index, skew_threshold=skew_threshold,
                   gavel_reset_interval=gavel_reset_interval, gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
                   restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
-                  min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing)
+                  min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing,
+                  policy_packing=policy_packing, type_matching=type_matching, strategy_choice=strategy_choice,
+                  queue_config=queue_config, quotas=_quotas(quotas))
     window = _parse_window(measure_jobs)
     cl, model = _load_setup(cluster, profile)
+    build_scheduler(cl, model, run)  # a policy and placement that do not fit are refused before any work
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
     specs = build_workload(wl, cl, model)
     prog, update = _progress(quiet, run.label)
@@ -262,15 +306,20 @@ def simulate(
     write_report(out)
     _print_warnings([summary])
     console.print(_summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
-    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv, report.html  (wall {_wall_seconds():.1f} s, "
+    if "queues" in summary:
+        console.print(_queue_table(summary))
+    queue_csv = " queues.csv," if "queues" in summary else ""
+    console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv,{queue_csv} report.html  "
+                  f"(wall {_wall_seconds():.1f} s, "
                   f"of which simulating {summary['wall_seconds']:.1f} s)", soft_wrap=True)
 
 
 @app.command(cls=TesseraeCommand)
 def compare(
     out: Annotated[Path, typer.Option("--out", help="Output folder: one subfolder per run, compare.csv, PNGs.")],
-    run: Annotated[list[str], typer.Option("--run", metavar="RUN", help="A configuration, POLICY[:PLACEMENT] "
-                                           "with an optional +packing, e.g. las:tesserae+packing; repeat.")],
+    run: Annotated[list[str], typer.Option("--run", metavar="RUN", help="A configuration, "
+                                           "POLICY[(no-backfill)|(plain)][:PLACEMENT] with an optional +packing, "
+                                           "e.g. las:tesserae+packing; repeat.")],
     trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
     jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
     profile: ProfileOpt = None,
@@ -290,6 +339,10 @@ def compare(
     gavel_reset_interval: ResetOpt = 1920.0, gavel_lp: GavelLpOpt = "center", gavel_rounds: GavelRoundsOpt = None,
     restart_cost: RestartCostOpt = "fixed", storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS,
     min_run_quantum: QuantumOpt = 0.0, allow_thrashing: ThrashOpt = False,
+    type_matching: TypeMatchingOpt = True, strategy_choice: StrategyChoiceOpt = True,
+    queue_config: QueueConfigOpt = None,
+    quotas: Annotated[str, typer.Option("--quotas", help="With --queue-config, for runs that name none: borrow, "
+                                        "strict or global (a run may add +strict, +global or +borrow).")] = "borrow",
 ) -> None:
     """Run several configurations on the same workload and cluster; ratios are to the first run.
 
@@ -298,7 +351,7 @@ def compare(
     """
     from tesserae.sim.plots import plot_jct_cdf, plot_timeline
     from tesserae.sim.report import write_run_files
-    from tesserae.sim.runner import RunSpec, parse_run_label
+    from tesserae.sim.runner import RunSpec, build_scheduler, parse_run_label
     from tesserae.sim.sweep import SweepPoint, run_sweep
     from tesserae.sim.workload import WorkloadSpec
     from tesserae.web.report import write_report
@@ -310,7 +363,9 @@ def compare(
                    gavel_reset_interval=gavel_reset_interval,
                    gavel_lp=_gavel_lp(gavel_lp), gavel_rounds=gavel_rounds,
                    restart_cost=_restart_cost(restart_cost), storage_gbps=storage_gbps,
-                   min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing)
+                   min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing,
+                   type_matching=type_matching, strategy_choice=strategy_choice,
+                   queue_config=queue_config, quotas=_quotas(quotas))
     runs = [parse_run_label(label, base) for label in run]
     window = _parse_window(measure_jobs)
     seed_list = [int(x) for x in _parse_list(seeds, "seeds", int)] if seeds else [seed]
@@ -321,6 +376,8 @@ def compare(
     if any(v is not None and v <= 0 for v in load_list):
         raise InputError(f"loads must be positive: '{loads}'", field="loads")
     cl, model = _load_setup(cluster, profile)
+    for r in runs:
+        build_scheduler(cl, model, r)  # a policy and placement that do not fit are refused before any work
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
     points = [SweepPoint(r, s, ld) for ld in load_list for s in seed_list for r in runs]
     sweep = len(seed_list) > 1 or len(load_list) > 1

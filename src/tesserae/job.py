@@ -26,6 +26,14 @@ hold different state (sharded models) write their own files under :meth:`Job.che
 :meth:`Job.lock_run` guards against two runs of one job at once: rank 0 takes the lock on behalf
 of its whole run, so the lock is per run, not per rank.
 
+**Run epochs.** Each run of a job has a number that grows from run to run (``TESSERAE_RUN_ID``).
+Rank 0 records it in the checkpoint folder (``run.epoch``) when it creates its :class:`Job`, and
+every checkpoint and progress write first checks, under a lock on that file, that no newer run
+has recorded a larger one: a stale copy of the job (one on a node cut off from the server that
+somehow outlived its lease) then gets :class:`StaleRunError` instead of overwriting the newer
+run's checkpoint or progress. Files a job writes itself can be fenced the same way with
+``with job.fenced(): ...``.
+
 Plain Python state (JSON-able) is stored as JSON; anything else goes through ``torch.save`` when
 PyTorch is installed (state dicts, tensors), else ``pickle``. Writes are atomic (temporary file,
 fsync, rename), and only the latest checkpoint is kept, so a crash in the middle of a save never
@@ -48,6 +56,7 @@ import signal
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -59,9 +68,12 @@ ENV_CHECKPOINT_DIR = "TESSERAE_CHECKPOINT_DIR"
 ENV_PROGRESS_FILE = "TESSERAE_PROGRESS_FILE"
 ENV_RANK = "RANK"
 ENV_WORLD_SIZE = "WORLD_SIZE"
+ENV_RUN_ID = "TESSERAE_RUN_ID"
 DEFAULT_CHECKPOINT_DIR = "tesserae-checkpoints"
 #: The run lock's file in the checkpoint folder (see :meth:`Job.lock_run`).
 RUN_LOCK = "running.lock"
+#: The newest run's epoch, in the checkpoint folder (see "Run epochs" above).
+RUN_EPOCH = "run.epoch"
 _MANIFEST = "latest.json"
 _SUFFIX = {"json": "json", "torch": "pt", "pickle": "pkl"}
 
@@ -112,6 +124,10 @@ def _env_int(name: str, default: int, minimum: int) -> int:
     return value
 
 
+class StaleRunError(RuntimeError):
+    """This run of the job is not the newest one: a newer run has started, and this one must not write."""
+
+
 def _torch() -> Any | None:
     try:
         import torch
@@ -139,6 +155,8 @@ class Job:
         self.report_interval = report_interval
         self.rank = _env_int(ENV_RANK, 0, 0)
         self.world_size = _env_int(ENV_WORLD_SIZE, 1, 1)
+        #: This run's epoch (``TESSERAE_RUN_ID``); None outside Tesserae (no fencing then).
+        self.epoch: int | None = _env_int(ENV_RUN_ID, 0, 0) if env.get(ENV_RUN_ID, "").strip() else None
         self.iteration = 0
         self._lock_fd: int | None = None
         self._preempted = False
@@ -146,6 +164,54 @@ class Job:
         self._reported: int | None = None
         if handle_signals:
             signal.signal(signal.SIGTERM, self._on_signal)
+        if self.epoch is not None and self.is_primary:
+            self._claim_epoch()
+
+    # ------------------------------------------------------------------ run epochs
+    @contextlib.contextmanager
+    def _epoch_file(self, mode: int) -> Iterator[int]:
+        """The epoch file, open and locked (``fcntl.LOCK_SH`` or ``LOCK_EX``) for the ``with`` block."""
+        self.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.checkpoint_dir / RUN_EPOCH, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, mode)
+            yield fd
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _recorded(fd: int) -> int:
+        text = os.pread(fd, 64, 0).decode(errors="replace").strip()
+        return int(text) if text.isdigit() else 0
+
+    def _stale(self, recorded: int, what: str) -> StaleRunError:
+        return StaleRunError(f"tesserae.job: this run ({ENV_RUN_ID}={self.epoch}) is stale: run {recorded} of this job "
+                             f"has started since, so this one may not write {what} (it should have been stopped: was "
+                             "its node cut off from the server?)")
+
+    def _claim_epoch(self) -> None:
+        """Record this run's epoch in the checkpoint folder (rank 0, at the start of the run)."""
+        with self._epoch_file(fcntl.LOCK_EX) as fd:
+            recorded = self._recorded(fd)
+            if self.epoch is not None and recorded > self.epoch:
+                raise self._stale(recorded, "anything")
+            if recorded != self.epoch:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{self.epoch}\n".encode(), 0)
+                os.fsync(fd)
+
+    @contextlib.contextmanager
+    def fenced(self, what: str = "files") -> Iterator[None]:
+        """Run the ``with`` block only if this run is still the newest (else :class:`StaleRunError`);
+        no newer run can take over until the block ends. Outside Tesserae it just runs the block."""
+        if self.epoch is None:
+            yield
+            return
+        with self._epoch_file(fcntl.LOCK_SH) as fd:
+            recorded = self._recorded(fd)
+            if recorded > self.epoch:
+                raise self._stale(recorded, what)
+            yield
 
     # ------------------------------------------------------------------ preemption
     def _on_signal(self, signum: int, frame: Any) -> None:
@@ -204,7 +270,8 @@ class Job:
         doc = {"iterations": self.iteration, "time": time.time()}
         if self.total_iterations is not None:
             doc["total"] = int(self.total_iterations)
-        _atomic_write(self.progress_file, json.dumps(doc).encode(), durable=False)
+        with self.fenced("progress"):
+            _atomic_write(self.progress_file, json.dumps(doc).encode(), durable=False)
         self._last_report, self._reported = now, self.iteration
 
     def complete(self) -> None:
@@ -246,13 +313,14 @@ class Job:
         # the manifest naming a complete checkpoint.
         name = f"checkpoint-{time.time_ns()}.{_SUFFIX[kind]}"
         path = self.checkpoint_dir / name
-        _atomic_write(path, data)
-        manifest = {"file": name, "format": kind, "iteration": self.iteration, "time": time.time()}
-        _atomic_write(self.checkpoint_dir / _MANIFEST, json.dumps(manifest).encode())
-        for other in self.checkpoint_dir.glob("checkpoint-*"):
-            if other.name != name:
-                with contextlib.suppress(FileNotFoundError):
-                    other.unlink()
+        with self.fenced("a checkpoint"):
+            _atomic_write(path, data)
+            manifest = {"file": name, "format": kind, "iteration": self.iteration, "time": time.time()}
+            _atomic_write(self.checkpoint_dir / _MANIFEST, json.dumps(manifest).encode())
+            for other in self.checkpoint_dir.glob("checkpoint-*"):
+                if other.name != name:
+                    with contextlib.suppress(FileNotFoundError):
+                        other.unlink()
         self.report(self.iteration, force=True)
         return path
 
@@ -287,4 +355,4 @@ class Job:
         return self.checkpoint_dir / name
 
 
-__all__ = ["PREEMPTED_EXIT_CODE", "RUN_LOCK", "Job"]
+__all__ = ["PREEMPTED_EXIT_CODE", "RUN_EPOCH", "RUN_LOCK", "Job", "StaleRunError"]

@@ -15,11 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.core.advice import TYPE_ADVICE, Advice, AdviceKind, Ran, RanReport, describe, unmet_advice
 from tesserae.core.cluster import Cluster
+from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
-from tesserae.placement.base import PlacementPolicy
+from tesserae.placement.base import PlacementPolicy, RoundPlacer
+from tesserae.scheduler_queues import QueueStep
 from tesserae.scheduling.base import SchedulingPolicy
 
 
@@ -30,31 +33,58 @@ class SchedulerConfig:
 
 
 class Scheduler:
-    """Composes a scheduling policy (who runs) with a placement policy (where)."""
+    """Composes a scheduling policy (who runs) with a placement policy (where).
+
+    The two meet through one typed contract (``tesserae.core.advice``): the policy's ``Advice``
+    goes to the placement each decision, the placement's assignments come back to the policy as a
+    ``RanReport`` at the next one, and a placement that cannot honour the policy's advice is
+    refused here, when the scheduler is built.
+    """
 
     def __init__(self, cluster: Cluster, policy: SchedulingPolicy, placement: PlacementPolicy,
-                 model: ThroughputModel, config: SchedulerConfig | None = None) -> None:
+                 model: ThroughputModel, config: SchedulerConfig | None = None,
+                 queues: QueueStep | None = None) -> None:
         self.cluster, self.policy, self.placement, self.model = cluster, policy, placement, model
         self.config = config or SchedulerConfig()
+        #: Tenant queues (DESIGN §8): budgets per queue and the walk inside them; None = one global queue.
+        self.queues = queues
         #: The policy's order of the latest decision (rows): what a dashboard shows as the queue.
         self.last_order: np.ndarray = np.empty(0, dtype=np.int64)
-        # Optional hook: a policy that needs the cluster and the throughput model (an LP over GPU
-        # types, say) receives them once here.
-        bind = getattr(policy, "bind", None)
-        if bind is not None:
-            bind(cluster, model)
+        missing = unmet_advice(policy.advises, placement.honours, len(cluster.gpu_types))
+        if missing != AdviceKind.NONE:
+            raise InputError(f"placement '{placement.name}' cannot honour what policy '{policy.name}' advises "
+                             f"({describe(missing)}); use a placement that does, e.g. "
+                             f"{_suggest(missing)}", field="placement")
+        policy.bind(cluster, model)
+        # The previous decision's assignments and each one's executed seconds then: the report of
+        # what ran, handed to the policy at the next decision.
+        self._last_time = 0.0
+        self._last: dict[int, Assignment] = {}
+        self._last_exec: dict[int, float] = {}
 
     def decide(self, now: float, table: JobTable, active: np.ndarray,
                previous: Mapping[int, Assignment]) -> Plan:
         """Who runs where until the next decision, for the ``active`` (submitted, unfinished) rows."""
+        if self._last:
+            self.policy.credit(self._ran(now, table))
         order = held_first(self.policy.order(table, active, now), table, previous, now)
         self.last_order = order
-        placer = self.placement.begin(self.cluster, table, previous, self.model)
-        # Optional hook: a placer that follows the policy's advice (GPU-type preferences, pairs).
-        use_policy = getattr(placer, "use_policy", None)
-        if use_policy is not None:
-            use_policy(self.policy)
-        gangs = table.num_gpus[order]
+        advice = self.policy.advice(order)
+        placer = self.placement.begin(self.cluster, table, previous, self.model, advice)
+        if self.queues is not None and self.queues.enforce:
+            self.last_order = self.queues.walk(placer, table, order, previous, self.config.no_backfill,
+                                               lambda prefix: self._keep_running_prefix(placer, prefix, previous),
+                                               now)
+        else:
+            self._walk(placer, table.num_gpus[order], order, previous)
+        plan = self._finish(now, table, placer, advice, previous)
+        if self.queues is not None:
+            self.queues.observe(now, table, active, order, plan.assignments, plan.stopped)
+        return plan
+
+    def _walk(self, placer: RoundPlacer, gangs: np.ndarray, order: np.ndarray,
+              previous: Mapping[int, Assignment]) -> None:
+        """The allocator: admit each gang in ``order`` that fits (skip and continue, or stop: no backfill)."""
         # Smallest gang at or after each position: the walk ends once nothing behind can fit.
         suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
         no_backfill = self.config.no_backfill
@@ -65,35 +95,57 @@ class Scheduler:
                 break
             if (gangs[i] > free or not placer.try_admit(row)) and no_backfill:
                 break
-        # Optional hook between the allocator walk and finish(): packing pairs jobs that did not fit
-        # with admitted ones (the partners share their hosts' GPUs).
-        pack = getattr(placer, "pack", None)
-        if pack is None:
-            return Plan.diff(now, dict(previous), placer.finish())
-        pack(order)
+
+    def _finish(self, now: float, table: JobTable, placer: RoundPlacer, advice: Advice,
+                previous: Mapping[int, Assignment]) -> Plan:
+        # Packing pairs jobs that did not fit with admitted ones (the partners share their hosts' GPUs).
+        placer.pack(advice.pack_candidates())
         assignments = placer.finish()
         pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
+        if self.policy.credits_what_ran:
+            self._remember(now, table, assignments)
         return Plan.diff(now, dict(previous), assignments, pairs)
 
+    def _remember(self, now: float, table: JobTable, assignments: Mapping[int, Assignment]) -> None:
+        self._last_time = now
+        self._last = dict(assignments)
+        if assignments:
+            rows = np.fromiter(assignments, dtype=np.int64, count=len(assignments))
+            self._last_exec = dict(zip(rows.tolist(), table.executed[rows].tolist(), strict=True))
+        else:
+            self._last_exec = {}
+
+    def _ran(self, now: float, table: JobTable) -> RanReport:
+        """What the previous decision's assignments ran until ``now``, from the table's executed time."""
+        gpu_type = self.cluster.gpu_type
+        jobs: dict[int, Ran] = {}
+        for r, a in self._last.items():
+            seconds = float(table.executed[r]) - self._last_exec[r]
+            jobs[r] = Ran(int(gpu_type[a.gpus[0]]), a.partner, a.strategy, seconds,
+                          seconds * int(table.num_gpus[r]))
+        return RanReport(self._last_time, now, jobs)
+
     @staticmethod
-    def _keep_running_prefix(placer: Any, order: np.ndarray, previous: Mapping[int, Assignment]) -> int:
+    def _keep_running_prefix(placer: RoundPlacer, order: np.ndarray, previous: Mapping[int, Assignment]) -> int:
         """Admit in bulk the leading run of ``order`` that ran last round, where the placer can.
 
         Until the first new job in priority order nothing can have taken a running job's GPUs, so a
         placer that keeps running jobs in place admits that whole prefix exactly as one by one.
         """
-        keep = getattr(placer, "keep_running_prefix", None)
-        if keep is None or not previous or order.size == 0:
+        if not placer.keeps_running_in_bulk or not previous or order.size == 0:
             return 0
         prev_rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
         ran = np.isin(order, prev_rows)
         n = int(order.size if ran.all() else np.argmin(ran))
         if n:
-            keep(order[:n])
+            placer.keep_running(order[:n])
         return n
 
     def summary(self) -> dict[str, Any]:
-        return {**self.policy.summary(), **self.placement.summary()}
+        out = {**self.policy.summary(), **self.placement.summary()}
+        if self.queues is not None:
+            out.update(self.queues.summary())
+        return out
 
 
 def held_first(order: np.ndarray, table: JobTable, previous: Mapping[int, Assignment], now: float) -> np.ndarray:
@@ -111,3 +163,11 @@ def held_first(order: np.ndarray, table: JobTable, previous: Mapping[int, Assign
     ordered = np.isin(order, held)
     left_out = held[~np.isin(held, order)]
     return np.concatenate([order[ordered], left_out, order[~ordered]])
+
+
+def _suggest(missing: AdviceKind) -> str:
+    if AdviceKind.PAIRS in missing:
+        return "--placement gavel --packing or --placement tesserae --packing"
+    if missing & TYPE_ADVICE:
+        return "--placement gavel or --placement tesserae"
+    return "another placement"

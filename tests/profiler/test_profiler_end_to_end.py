@@ -82,8 +82,9 @@ def test_profile_alone_and_paired_then_simulate(tmp_path: Path) -> None:
     jobs = [JobSpec(i, 60.0 * i, 1, (a, b)[i % 2], 600.0 * (solo_a, solo_b)[i % 2]) for i in range(4)]
     write_canonical(jobs, trace)
     run = tmp_path / "run"
-    r = tesserae("simulate", "--profile", str(out), "--trace", str(trace), "--cluster", "1x1:cpu", "--packing",
-                 "--round-seconds", "600", "--restart-cost", "job", "--out", str(run), "-q")
+    r = tesserae("simulate", "--profile", str(out), "--trace", str(trace), "--cluster", "1x1:cpu",
+                 "--placement", "tesserae", "--packing", "--round-seconds", "600", "--restart-cost", "job",
+                 "--out", str(run), "-q")
     assert r.returncode == 0, r.stderr
     summary = json.loads((run / "summary.json").read_text())
     assert summary["completed"] == 4 and summary["jobs"] == 4

@@ -1,9 +1,11 @@
 """The node agent as a Ray actor on a node of the test cluster: what it reports, the environment its
-job processes get, and its exit once idle (so a server gone for good leaves no actor behind)."""
+job processes get (the node's interface for gloo and NCCL), the lease of a part, and its exit once
+idle (so a server gone for good leaves no actor behind)."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 from ray_helpers import PY, RayCluster, wait_for
@@ -29,7 +31,9 @@ def test_agent_starts_a_part_with_the_node_environment_and_exits_when_idle(
     part = run / "part-0"
     spec = {"part_dir": str(part), "log": str(tmp_path / "out.log"), "cwd": str(tmp_path), "marker": str(run),
             "argv": [PY, "-c", "import json, os; print(json.dumps(dict(os.environ)))"],
-            "env": {"CUDA_VISIBLE_DEVICES": "1", "JOB_OWN": "x"}, "nproc": 1, "first_rank": 0, "world": 1}
+            "env": {"CUDA_VISIBLE_DEVICES": "1", "JOB_OWN": "x"}, "nproc": 1, "first_rank": 0, "world": 1,
+            "node_ip": info["ip"], "renewal": {"sent": time.time(), "seconds": 60.0}}
+    assert "error" in ray.get(agent.spawn.remote({**spec, "renewal": {"sent": time.time() - 61, "seconds": 60.0}}))
     assert "pid" in ray.get(agent.spawn.remote(spec), timeout=30)
     wait_for(lambda: not ray.get(agent.poll.remote())[str(part)]["alive"], 20, 0.1, "the part to end")
     st = ray.get(agent.poll.remote())[str(part)]
@@ -38,6 +42,17 @@ def test_agent_starts_a_part_with_the_node_environment_and_exits_when_idle(
     assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["JOB_OWN"] == "x" and env["RANK"] == "0"
     assert env["TESSERAE_RAY_PART"] == str(part) and env["TESSERAE_RUN_MARKER"] == str(run)
     assert not [k for k in env if k.startswith("RAY_")] and "OMP_NUM_THREADS" not in env  # Ray's, not the job's
+    assert env["GLOO_SOCKET_IFNAME"] == env["NCCL_SOCKET_IFNAME"] == info["iface"] is not None
+
+    # A part whose lease is not renewed is stopped on its node: polls without a renewal do not count.
+    leased = run / "part-1"
+    long = {**spec, "part_dir": str(leased), "argv": [PY, "-c", "import time; time.sleep(60)"],
+            "renewal": {"sent": time.time(), "seconds": 2.0}}
+    assert "pid" in ray.get(agent.spawn.remote(long), timeout=30)
+    t0 = time.monotonic()
+    wait_for(lambda: not ray.get(agent.poll.remote())[str(leased)]["alive"], 20, 0.1, "the lease to run out")
+    assert 1.0 < time.monotonic() - t0 < 10.0
+    assert ray.get(agent.poll.remote())[str(leased)]["orphaned"]
 
     def gone() -> bool:
         return name not in {e["name"] for e in ray.util.list_named_actors(all_namespaces=True)}

@@ -44,6 +44,9 @@ def test_unreachable_ray_address_is_one_line_and_fast(tmp_path: Path) -> None:
     (["--executor", "ray", "--ray-address", "no-port-here"], "is not a Ray address"),
     (["--executor", "ray", "--ray-address", "127.0.0.1:6379", "--virtual-gpus", "2"], "ray start --num-gpus"),
     (["--ray-address", "127.0.0.1:6379"], "--ray-address goes with --executor ray"),
+    (["--master-ports", "29500-29599"], "--master-ports goes with --executor ray"),
+    (["--executor", "ray", "--master-ports", "80-90"], "'80-90': the range must lie within 1024-65535"),
+    (["--executor", "ray", "--master-ports", "29500"], "'29500' is not a port range LOW-HIGH"),
     (["--executor", "slurm"], "unknown executor 'slurm'; choose local or ray"),
 ])
 def test_inconsistent_options_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:

@@ -1,11 +1,13 @@
 """The Ray executor's pure parts (no Ray needed): the cluster view and GPU identity across membership
-changes, the gang layout (processes and ranks per node), the exit of a gang, and the part launcher."""
+changes, the gang layout (processes and ranks per node), the exit of a gang, the part launcher (its
+agent and its lease), the leases' arithmetic, and the interface that carries an address."""
 
 from __future__ import annotations
 
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -13,9 +15,10 @@ from pathlib import Path
 
 from ray_helpers import wait_for
 
-from tesserae.runtime import procs, ray_launcher
+from tesserae.runtime import node_net, procs, ray_launcher
 from tesserae.runtime.gpus import Gpu
 from tesserae.runtime.ray_layout import NodeInfo, aggregate_exit, build_view, plan_parts, remap, split_processes
+from tesserae.runtime.ray_lease import LeaseBook, LeaseFile, grant, held_until
 
 
 def _node(node_id: str, n: int, gpu_type: str = "v100", ip: str = "10.0.0.1") -> NodeInfo:
@@ -62,12 +65,15 @@ def test_a_lost_part_makes_the_gang_lost_else_the_first_failure_counts() -> None
     assert aggregate_exit([(None, None, False)]) == (None, None)
 
 
-def _launch(tmp_path: Path, agent: subprocess.Popen[bytes], *cmd: str, nproc: int = 2) -> int:
+def _launch(tmp_path: Path, agent: subprocess.Popen[bytes], *cmd: str, nproc: int = 2, lease: float = 60.0) -> int:
+    """Start a part launcher with ``agent`` as its agent and a lease of ``lease`` seconds from now."""
     part = tmp_path / "part-1"
     part.mkdir()
+    leases = LeaseFile(tmp_path / "leases.json")
+    leases.write({str(part): time.monotonic() + lease}, force=True)
     env = {**os.environ, procs.MARKER_VAR: str(part), ray_launcher.PART_VAR: str(part)}
     r = subprocess.run([sys.executable, "-I", ray_launcher.__file__, str(part), str(tmp_path / "log"), str(nproc), "4",
-                        "8", str(agent.pid), str(procs.start_ticks(agent.pid)), "--", *cmd],
+                        "8", str(agent.pid), str(procs.start_ticks(agent.pid)), str(leases.path), "--", *cmd],
                        capture_output=True, text=True, env=env, timeout=30)
     assert r.returncode == 0, r.stderr
     return int(r.stdout)
@@ -106,3 +112,113 @@ def test_part_launcher_kills_its_job_at_once_when_the_agent_is_gone(tmp_path: Pa
     rec = ray_launcher.read_exit(part)
     assert rec is not None and rec["orphaned"] and rec["code"] == -signal.SIGKILL
     assert all(procs.start_ticks(p) is None for p in jobs)
+
+
+def test_part_launcher_kills_its_job_when_its_lease_runs_out_and_records_it_after(tmp_path: Path) -> None:
+    agent = subprocess.Popen(["sleep", "60"])
+    try:
+        escape = "import subprocess, time; subprocess.Popen(['sleep', '60'], start_new_session=True); time.sleep(60)"
+        pid = _launch(tmp_path, agent, sys.executable, "-c", escape, lease=1.5)
+        part = str(tmp_path / "part-1")
+        wait_for(lambda: len(procs.pids_with_marker(part)) == 5, 15, 0.05, "the launcher, two copies, two children")
+        t0 = time.monotonic()
+        wait_for(lambda: ray_launcher.read_exit(part) is not None, 10, 0.01, "the lease to run out")
+        # The record is written once the part's processes are gone (only the launcher itself may remain).
+        assert [p for p in procs.pids_with_marker(part) if p != pid] == []
+        assert time.monotonic() - t0 < 3.0  # 1.5 s of lease (less the start-up), then at most 0.25 s
+        rec = ray_launcher.read_exit(part)
+        assert rec is not None and rec["orphaned"] and "lease" in str(rec["why"])
+        wait_for(lambda: not procs.pids_with_marker(part), 5, 0.02, "the launcher to end")
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+def test_a_renewal_counts_from_its_sending_and_the_controller_waits_a_lease_and_a_margin(tmp_path: Path) -> None:
+    # A call that took 4 s to arrive renews a 10 s lease for 6 s only; one older than the lease renews nothing.
+    assert grant(100.0, 10.0, now_wall=104.0, now_mono=50.0) == 56.0
+    assert grant(100.0, 10.0, now_wall=99.0, now_mono=50.0) == 60.0  # a clock behind: the margin covers it
+    assert grant(100.0, 10.0, now_wall=111.0, now_mono=50.0) is None
+    book = LeaseBook(10.0, margin=2.0)
+    before = time.monotonic()
+    renewal = book.renewal("n1")
+    assert renewal["seconds"] == 10.0 and abs(renewal["sent"] - time.time()) < 1.0
+    assert before + 12.0 <= book.expiry("n1") <= time.monotonic() + 12.0
+    assert book.expiry("never-renewed") < time.monotonic()  # no lease was granted there by this controller
+    # A restarted controller counts from the last renewal its predecessor recorded (plus the slack of the record).
+    book2 = LeaseBook(10.0, margin=2.0)
+    book2.inherit({"sent": time.time() - 5.0, "seconds": 20.0}, slack=1.0)
+    assert abs(book2.expiry("n1") - (time.monotonic() - 5.0 + 1.0 + 20.0 + 2.0)) < 0.5
+    book2.inherit(None, slack=1.0)
+    assert abs(book2.expiry("n1") - (time.monotonic() + 10.0 + 2.0)) < 0.5
+    assert book.due_record(time.monotonic(), 1.0) == book.record()
+    assert book.due_record(time.monotonic(), 1.0) is None  # nothing sent since
+    f = LeaseFile(tmp_path / "l.json")
+    f.write({"a": 5.0}, force=True)
+    assert held_until(str(f.path), "a") == 5.0 and held_until(str(f.path), "b") is None
+    f.remove()
+    assert held_until(str(f.path), "a") is None
+
+
+def test_the_interface_that_carries_an_address() -> None:
+    assert node_net.interface_of("127.0.0.1") is not None  # loopback's
+    assert node_net.interface_of("203.0.113.254") is None and node_net.interface_of("not an address") is None
+    lo = node_net.interface_of("127.0.0.1")
+    assert node_net.interface_env("127.0.0.1", already={}) == {"GLOO_SOCKET_IFNAME": lo, "NCCL_SOCKET_IFNAME": lo}
+    assert node_net.interface_env("127.0.0.1", already={"NCCL_SOCKET_IFNAME": "ib0"}) == {"GLOO_SOCKET_IFNAME": lo}
+
+
+def test_master_ports_come_from_the_range_given() -> None:
+    assert node_net.parse_ports("29500-29599") == (29500, 29599)
+    for bad in ("29500", "a-b", "29599-29500", "80-90", "1024-70000"):
+        try:
+            node_net.parse_ports(bad)
+        except ValueError as e:
+            assert bad in str(e)
+        else:
+            raise AssertionError(f"{bad} accepted")
+    assert 1024 <= (node_net.free_port() or 0) <= 65535
+    with socket.socket() as held:  # a range of one port, taken: none free
+        held.bind(("", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        assert node_net.free_port((port, port)) is None
+    low = node_net.free_port()
+    assert low is not None and node_net.free_port((low, low)) == low
+
+
+def test_sweep_ends_parts_on_evidence_only(tmp_path: Path) -> None:
+    """A late node's part ends on its exit record (a crash seen at once), never on the lease alone; an
+    unreachable node's part ends on its record, or once its lease is surely over."""
+    from types import SimpleNamespace
+
+    from tesserae.runtime.ray_gangs import GangBook, RayRun, RunPart
+    from tesserae.runtime.ray_layout import PartPlan
+
+    roster = SimpleNamespace(agents={"n1": object(), "n2": object()}, unreachable=set())
+    leases = LeaseBook(3.0, margin=0.0)
+    book = GangBook(None, roster, 1.0, lambda _: None, leases)  # type: ignore[arg-type]
+    parts = {}
+    for node in ("n1", "n2"):
+        d = tmp_path / node
+        d.mkdir()
+        parts[node] = RunPart(PartPlan(0, node, "10.0.0.1", (), (), 0, 1), str(d))
+        book.register(RayRun(f"run-{node}", [parts[node]], 1))
+    leases.renewal("n1")
+    leases.renewal("n2")
+    now = time.monotonic()
+    book.sweep(now, late={"n1"})  # late, no record: nothing ends, however late
+    book.sweep(now + 100, late={"n1"})
+    assert not parts["n1"].ended and not parts["n2"].ended
+    (tmp_path / "n1" / "exit.json").write_text(json.dumps({"code": -9, "time": 5.0, "orphaned": True, "why": "x"}))
+    (tmp_path / "n2" / "exit.json").write_text(json.dumps({"code": 0, "time": 6.0}))
+    book.sweep(now)  # answering nodes: their agents say how parts end
+    assert not parts["n1"].ended and not parts["n2"].ended
+    assert book.sweep(now, late={"n1"}) == {"n1"}  # its launcher stopped it there: n1 is suspect
+    assert parts["n1"].ended and parts["n1"].lost and parts["n1"].time == 5.0 and not parts["n2"].ended
+    (tmp_path / "n2" / "exit.json").unlink()
+    roster.unreachable.add("n2")
+    book.sweep(now + 1.0)  # unreachable, no record, lease not over: still held
+    assert not parts["n2"].ended
+    assert book.sweep(now + 3.5) == set()  # the lease (3 s from the renewal) is over: written off
+    assert parts["n2"].ended and parts["n2"].lost

@@ -3,12 +3,13 @@ the queue's reasons and positions, and the log's tail."""
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tesserae.runtime import lifecycle, pending
@@ -105,8 +106,20 @@ def test_a_new_rule_goes_before_the_resources(monkeypatch: pytest.MonkeyPatch) -
                                                                                          "next decision)")
 
 
+def test_tenant_queue_reason_after_lifecycle_before_resources() -> None:
+    """One pending reason per job: a held job says held even when its queue is over quota; a job its
+    queue holds back says so (no position), though GPUs are free; the others wait for the GPUs."""
+    queue = pending.Queue(now=0.0, states={}, total_gpus=2, free_gpus=1,
+                          tenant_reasons={2: "queue at its borrowing limit", 3: "queue at its borrowing limit"})
+    got = pending.reasons(queue, [row(id=2, held=1), row(id=3), row(id=4, num_gpus=2)])
+    assert got[2].reason.startswith("held")
+    assert got[3] == pending.Pending(None, "queue at its borrowing limit")
+    assert got[4] == pending.Pending(1, "waiting for 2 GPUs (1 free)")
+
+
 @given(st.lists(st.binary(max_size=30).filter(lambda b: b"\n" not in b), max_size=12), st.booleans(),
        st.integers(1, 15), st.integers(1, 400))
+@example(lines=[b"\r\x00"], newline_at_end=False, n=1, window=2)  # a carriage return is not a line end
 def test_tail_is_the_last_lines(tmp_path_factory: pytest.TempPathFactory, lines: list[bytes], newline_at_end: bool,
                                 n: int, window: int) -> None:
     path = Path(tmp_path_factory.mktemp("tail")) / "output.log"
@@ -114,7 +127,7 @@ def test_tail_is_the_last_lines(tmp_path_factory: pytest.TempPathFactory, lines:
     path.write_bytes(data)
     got = data[tail_offset(path, n, window):]
     if len(data) <= window:
-        want = b"".join(data.splitlines(keepends=True)[-n:])
+        want = b"".join(io.BytesIO(data).readlines()[-n:])  # lines end at b"\n" only (not at a b"\r")
         assert got == want
     else:  # the tail lies in the last `window` bytes and starts at a line (or at the window: one long line)
         assert len(got) <= window and data.endswith(got)

@@ -16,7 +16,7 @@ import pytest
 from rt_helpers import PY, REPO, toy, toy_value, wait_for
 
 from tesserae.core.errors import InputError
-from tesserae.job import PREEMPTED_EXIT_CODE, Job
+from tesserae.job import PREEMPTED_EXIT_CODE, RUN_EPOCH, Job, StaleRunError
 from tesserae.runtime import launcher
 from tesserae.runtime.gpus import gpu_type_of, machine_cluster, nvml_gpus, virtual_gpus
 from tesserae.runtime.store import Store, hash_token
@@ -262,3 +262,28 @@ def test_the_controller_table_keeps_its_identity_as_jobs_arrive(tmp_path: Path) 
     assert table is first and table.types == types
     assert [table.job_type(r) for r in range(2)] == ["resnet50", "generic"]
     store.close()
+
+
+def test_a_stale_run_cannot_write_over_a_newer_runs_checkpoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run epochs: once run 8 started, run 7 (a copy cut off from the server) may write neither a checkpoint
+    nor progress, and cannot start again; outside Tesserae (no TESSERAE_RUN_ID) nothing is fenced."""
+    monkeypatch.setenv("TESSERAE_PROGRESS_FILE", str(tmp_path / "progress.json"))
+    monkeypatch.setenv("TESSERAE_RUN_ID", "7")
+    old = Job(checkpoint_dir=tmp_path / "ck", handle_signals=False)
+    old.save({"iteration": 20}, iteration=20)
+    monkeypatch.setenv("TESSERAE_RUN_ID", "8")
+    new = Job(checkpoint_dir=tmp_path / "ck", handle_signals=False)
+    assert (tmp_path / "ck" / RUN_EPOCH).read_text().strip() == "8"
+    assert new.restore() == {"iteration": 20}
+    with pytest.raises(StaleRunError, match="TESSERAE_RUN_ID=7"):
+        old.save({"iteration": 40}, iteration=40)
+    with pytest.raises(StaleRunError):
+        old.report(41, force=True)
+    new.save({"iteration": 25}, iteration=25)
+    assert Job(checkpoint_dir=tmp_path / "ck", handle_signals=False).restore() == {"iteration": 25}
+    assert json.loads((tmp_path / "progress.json").read_text())["iterations"] == 25
+    monkeypatch.setenv("TESSERAE_RUN_ID", "7")
+    with pytest.raises(StaleRunError):
+        Job(checkpoint_dir=tmp_path / "ck", handle_signals=False)
+    monkeypatch.delenv("TESSERAE_RUN_ID")
+    Job(checkpoint_dir=tmp_path / "ck", handle_signals=False).save({"iteration": 1}, iteration=1)

@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from rt_helpers import PY, Server
 
 from tesserae.runtime.store_integrity import ID_BLOCK, wal_problem
@@ -158,34 +159,65 @@ def test_a_port_clash_leaves_no_state_folder(tmp_path: Path) -> None:
     assert not state.exists()
 
 
-def test_a_store_of_the_previous_schema_is_upgraded(tmp_path: Path) -> None:
-    from tesserae.runtime.store import Store
-
-    db = tmp_path / "t.db"
+def _old_store(db: Path, version: int, columns: str, state: str) -> None:
+    """A store as an earlier Tesserae wrote it: the version-1 jobs table plus ``columns``, one job."""
     old = sqlite3.connect(db)
-    old.executescript("""
+    old.executescript(f"""
         CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-        INSERT INTO meta VALUES ('schema_version', '1'), ('epoch', '1.0');
+        INSERT INTO meta VALUES ('schema_version', '{version}'), ('epoch', '1.0');
         CREATE TABLE jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, user TEXT NOT NULL, name TEXT NOT NULL,
             job_type TEXT NOT NULL, num_gpus INTEGER NOT NULL, command TEXT NOT NULL, shell INTEGER NOT NULL DEFAULT 0,
-            env TEXT NOT NULL DEFAULT '{}', workdir TEXT, nproc INTEGER NOT NULL DEFAULT 1, iterations INTEGER,
+            env TEXT NOT NULL DEFAULT '{{}}', workdir TEXT, nproc INTEGER NOT NULL DEFAULT 1, iterations INTEGER,
             total_reported INTEGER, state TEXT NOT NULL, submit_time REAL NOT NULL, first_start REAL,
             last_start REAL, last_stop REAL, finish_time REAL, progress REAL NOT NULL DEFAULT 0,
             attained REAL NOT NULL DEFAULT 0, executed REAL NOT NULL DEFAULT 0,
             preemptions INTEGER NOT NULL DEFAULT 0, migrations INTEGER NOT NULL DEFAULT 0,
             requeues INTEGER NOT NULL DEFAULT 0, exit_code INTEGER, reason TEXT NOT NULL DEFAULT '',
-            cancel_requested INTEGER NOT NULL DEFAULT 0);
+            cancel_requested INTEGER NOT NULL DEFAULT 0{columns});
         INSERT INTO jobs (user, name, job_type, num_gpus, command, state, submit_time)
-            VALUES ('u', 'old', 'generic', 1, '["true"]', 'completed', 1.0);
+            VALUES ('u', 'old', 'generic', 1, '["true"]', '{state}', 1.0);
     """)
     old.close()
+
+
+def test_a_store_of_the_previous_schema_is_upgraded(tmp_path: Path) -> None:
+    from tesserae.runtime.store import Store
+
+    db = tmp_path / "t.db"
+    _old_store(db, 1, "", "completed")
     store = Store(db)
-    assert store.meta("schema_version") == "3" and store.store_id
+    assert store.meta("schema_version") == "4" and store.store_id
     assert store.one("SELECT idempotency_key FROM jobs WHERE id=1")[0] is None
     old_job = store.one("SELECT held, retries, after, time_limit FROM jobs WHERE id=1")
     assert (old_job["held"], old_job["retries"], old_job["after"], old_job["time_limit"]) == (0, 0, "[]", None)
+    assert tuple(store.one("SELECT queue, priority_class FROM jobs WHERE id=1")) == ("", "normal")
     assert store.next_job_id() == 2
     store.close()
+
+
+@pytest.mark.parametrize(("version", "columns"), [
+    # before tenant queues and lifecycle controls
+    (2, ""),
+    # version 3 as the tenant queues wrote it
+    (3, ", queue TEXT NOT NULL DEFAULT '', priority_class TEXT NOT NULL DEFAULT 'normal'"),
+    # version 3 as the lifecycle controls wrote it before they met the queues
+    (3, ", time_limit REAL, retries INTEGER NOT NULL DEFAULT 0, retry_backoff REAL NOT NULL DEFAULT 10,"
+        " retries_used INTEGER NOT NULL DEFAULT 0, retry_at REAL, held INTEGER NOT NULL DEFAULT 0,"
+        " after TEXT NOT NULL DEFAULT '[]', array_job INTEGER, array_index INTEGER, resubmit_of INTEGER,"
+        " gpu_type TEXT, cpus REAL, memory_mb INTEGER"),
+], ids=["v2", "v3-queues", "v3-lifecycle"])
+def test_every_earlier_store_gets_both_queue_and_lifecycle_columns(tmp_path: Path, version: int,
+                                                                     columns: str) -> None:
+    from tesserae.runtime.store import Store
+
+    db = tmp_path / "t.db"
+    _old_store(db, version, ", idempotency_key TEXT, request_hash TEXT" + columns, "queued")
+    store = Store(db)
+    assert store.meta("schema_version") == "4"
+    row = store.one("SELECT queue, priority_class, held, retries, after, time_limit, gpu_type FROM jobs WHERE id=1")
+    assert tuple(row) == ("", "normal", 0, 0, "[]", None, None)
+    store.close()
+    assert Store(db).meta("schema_version") == "4"  # and it opens again as it is
 
 
 def test_a_torn_last_frame_is_not_corruption(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import pytest
 from tess_support import toy_model
 
 from helpers import job
+from tesserae.core.advice import Ran, RanReport
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.placement.gavel import GavelPlacement
@@ -159,8 +160,7 @@ def test_pairs_are_units_with_their_own_time_and_run_together() -> None:
     assert order.tolist() == [0] and p.pair_preference() == [pair]
     assert p.type_preference(2) == ("v100",)
     # What ran is credited to the pair, not to its jobs.
-    table.executed[[0, 2]] = [360.0, 350.0]
-    p.record_round({0: ("v100", 2), 2: ("v100", 0)})
+    p.credit(RanReport(0.0, 360.0, {0: Ran(0, 2, None, 360.0, 360.0), 2: Ran(0, 0, None, 350.0, 350.0)}))
     p.order(table, np.arange(3), 360.0)
     assert p.time[pair][0] == pytest.approx(180.0 + 360.0)
     assert p.time[0][0] == p.time[2][0] == 180.0

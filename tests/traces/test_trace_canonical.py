@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.traces import (
@@ -70,5 +71,17 @@ def test_round_trip_generated_workload(tmp_path: Path) -> None:
 def test_writer_writes_every_column(tmp_path: Path) -> None:
     path = write_canonical_csv([JobSpec(0, 0.0, 1, "vgg19", 5.0)], tmp_path / "t.csv")
     header, row = path.read_text(encoding="utf-8").splitlines()
-    assert header == "job_id,submit_time,num_gpus,job_type,work,duration,user,priority_weight,name"
-    assert row == "0,0.0,1,vgg19,5.0,,,1.0,"
+    assert header == "job_id,submit_time,num_gpus,job_type,work,duration,user,priority_weight,name,queue,priority_class"
+    assert row == "0,0.0,1,vgg19,5.0,,,1.0,,,normal"
+
+
+def test_queue_and_priority_class_columns(tmp_path: Path) -> None:
+    jobs = [JobSpec(0, 0.0, 1, "vgg19", 5.0, queue="vision", priority_class="production"),
+            JobSpec(1, 1.0, 2, "vgg19", 5.0)]
+    for suffix in (".csv", ".parquet"):
+        back = read_canonical(write_canonical(jobs, tmp_path / f"t{suffix}"))
+        assert [(j.queue, j.priority_class) for j in back] == [("vision", "production"), ("", "normal")]
+    bad = tmp_path / "bad.csv"
+    bad.write_text("job_id,submit_time,num_gpus,job_type,work,priority_class\n0,0,1,vgg19,5,urgent\n")
+    with pytest.raises(InputError, match="line 2, field 'priority_class': unknown priority class 'urgent'"):
+        read_canonical(bad)

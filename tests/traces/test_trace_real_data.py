@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -26,13 +25,11 @@ def test_tiresias_60_jobs() -> None:
     assert Counter(j.job_type for j in jobs)["googlenet"] == 6  # kept even if the model does not know it
 
 
-def test_philly_all_rows_fast() -> None:
-    start = time.perf_counter()
+def test_philly_all_rows() -> None:
+    """Every Philly row is read; reading speed is measured in benchmarks/sim_throughput.py, not here."""
     jobs = read_trace(DATA / "philly" / "philly.csv", "philly", MODEL, seed=0)
-    elapsed = time.perf_counter() - start
     # The file has 82,248 lines: a header and 82,247 jobs (plus a trailing blank line).
     assert len(jobs) == 82_247
-    assert elapsed < 3.0, f"reading philly.csv took {elapsed:.2f} s"
     assert jobs[0].submit_time == 0.0
     # 2017-09-04 10:30:41 (earliest) to 2017-12-22 08:02:11 (latest)
     assert jobs[-1].submit_time == 9_408_690.0

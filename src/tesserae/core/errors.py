@@ -19,5 +19,5 @@ class InputError(Exception):
             where.append(f"line {line}")
         if field is not None:
             where.append(f"field '{field}'")
-        self.path, self.line, self.field = path, line, field
+        self.path, self.line, self.field, self.message = path, line, field, message
         super().__init__(f"{': '.join([', '.join(where), message]) if where else message}")

@@ -54,6 +54,10 @@ class JobSpec:
     controls: Controls | None = None
     #: The only GPU type the job may run on (``tesserae submit --gpu-type``); None: any.
     gpu_type: str | None = None
+    #: Tenant queue (a leaf of the queue tree); empty = the user's queue or the default one.
+    queue: str = ""
+    #: Priority class within tenant queues: production, normal or preemptible (core/queues.py).
+    priority_class: str = "normal"
 
 
 class Outcome(IntEnum):
@@ -110,6 +114,8 @@ class JobTable:
         self.last_stop = self.submit.copy()  # when it last stopped running (submit if never ran)
         self.preemptions = np.zeros(n, dtype=np.int64)
         self.migrations = np.zeros(n, dtype=np.int64)
+        self.type_switches = np.zeros(n, dtype=np.int64)  # migrations onto another GPU type
+        self.strategy_changes = np.zeros(n, dtype=np.int64)  # relaunches with another parallelism strategy
         self.rate = np.zeros(n)  # iterations per second at the current placement
         self.overhead_left = np.zeros(n)  # restart overhead still to pay before progress resumes
         self.hold_until = np.zeros(n)  # minimum run quantum: not preempted before this instant

@@ -13,6 +13,10 @@ class ThroughputModel(Protocol):
 
     ``partner`` is the (job type, GPU count) of the job sharing the same GPUs, or None when alone.
     A rate of 0.0 for a pair means the two cannot share (out of memory, or no data for the pair).
+    ``strategy`` is the parallelism strategy the job was launched with and ``partner_strategy`` the
+    partner's (a pipeline-parallel job's layer split changes its own speed and its partner's); None
+    means the model's own choice for that context, :meth:`strategy_for`. Models without strategies
+    ignore both.
     """
 
     name: str
@@ -20,7 +24,12 @@ class ThroughputModel(Protocol):
     reference_gpu_type: str
 
     def rate(self, job_type: str, num_gpus: int, gpu_type: str, consolidated: bool = True,
-             partner: tuple[str, int] | None = None) -> float: ...
+             partner: tuple[str, int] | None = None, strategy: str | None = None,
+             partner_strategy: str | None = None) -> float: ...
+
+    def strategy_for(self, job_type: str, num_gpus: int, partner: tuple[str, int] | None = None) -> str | None:
+        """The strategy ``rate`` assumes when given none (alone or next to ``partner``); None if none."""
+        ...
 
     def reference_rate(self, job_type: str, num_gpus: int) -> float:
         """Consolidated, alone, on the reference GPU type: converts trace durations into work."""

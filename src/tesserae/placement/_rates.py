@@ -2,12 +2,14 @@
 
 Every figure packing and type choice need depends on job types and GPU counts only, never on job
 identities: a class-level cache makes each of them one dict lookup however many jobs are active.
-Placement sees profiles only through the ``ThroughputModel`` protocol; the optional extras of a
-profile are reached with ``getattr`` and have fallbacks:
+Placement sees profiles only through the ``ThroughputModel`` protocol (``strategy_for`` gives the
+parallelism strategy a rate assumes); one optional extra of a profile is reached with ``getattr``
+and has a fallback: ``pair_fits(a, b, gpu_type[, n, partner_n])``, whether two jobs fit in GPU
+memory together (the built-in model checks its memory table; a measured table answers from its
+pair rates).
 
-- ``pair_fits(a, b, gpu_type[, n, partner_n])``: whether two jobs fit in GPU memory together
-  (the built-in model checks its memory table; a measured table answers from its pair rates);
-- ``strategy_for(job_type, n, partner)``: the parallelism strategy a rate assumes (norm_speed).
+With ``fixed_strategy`` every job keeps its best strategy alone, also next to a partner: pair rates
+are the ones measured for that strategy (the ablation of the strategy choice).
 """
 
 from __future__ import annotations
@@ -25,15 +27,16 @@ ClassKey = tuple[str, int]
 class RateBook:
     """Cached alone and pair rates of job classes on the GPU types of one cluster."""
 
-    def __init__(self, model: ThroughputModel, gpu_types: tuple[str, ...]) -> None:
+    def __init__(self, model: ThroughputModel, gpu_types: tuple[str, ...], fixed_strategy: bool = False) -> None:
         self.model = model
         self.gpu_types = gpu_types
+        self.fixed_strategy = fixed_strategy
         self.num_types = len(gpu_types)
         #: Mixed GPU-count pairs (a large job and a smaller one on part of its GPUs) only where a
         #: measured profile has a positive pair rate for them; the built-in model is not a measurement.
         self.mixed_counts = bool(getattr(model, "measured", False))
         self._pair_fits = getattr(model, "pair_fits", None)
-        self._strategy_for = getattr(model, "strategy_for", None)
+        self._with: dict[tuple[Any, ...], float] = {}
         self._alone: dict[ClassKey, np.ndarray] = {}
         self._prefs: dict[ClassKey, tuple[int, ...]] = {}
         self._norm: dict[ClassKey, np.ndarray] = {}
@@ -41,9 +44,10 @@ class RateBook:
         self._strategy: dict[tuple[Any, ...], str | None] = {}
 
     # ------------------------------------------------------------------------------------ alone
-    def _rate(self, job_type: str, n: int, gpu_type: str, partner: tuple[str, int] | None = None) -> float:
+    def _rate(self, job_type: str, n: int, gpu_type: str, partner: tuple[str, int] | None = None,
+              strategy: str | None = None, partner_strategy: str | None = None) -> float:
         try:
-            r = float(self.model.rate(job_type, n, gpu_type, True, partner))
+            r = float(self.model.rate(job_type, n, gpu_type, True, partner, strategy, partner_strategy))
         except Exception:  # unknown job type / count / GPU type in a table: it cannot run there
             return 0.0
         return r if math.isfinite(r) and r > 0.0 else 0.0
@@ -95,8 +99,10 @@ class RateBook:
             v = (0.0, 0.0)
             if self.can_pair_counts(na, nb) or self.can_pair_counts(nb, na):
                 g = self.gpu_types[t]
-                ra = self._rate(a, na, g, (b, nb))
-                rb = self._rate(b, nb, g, (a, na))
+                sa = self.strategy(a, na, None) if self.fixed_strategy else None
+                sb = self.strategy(b, nb, None) if self.fixed_strategy else None
+                ra = self._rate(a, na, g, (b, nb), sa, sb)
+                rb = self._rate(b, nb, g, (a, na), sb, sa)
                 if ra > 0 and rb > 0 and self._fits(a, na, b, nb, g):
                     v = (ra, rb)
             self._pair[key] = v
@@ -128,13 +134,23 @@ class RateBook:
 
     # ------------------------------------------------------------------------------- strategies
     def strategy(self, job_type: str, n: int, partner: tuple[str, int] | None) -> str | None:
-        """The parallelism strategy the profile's rate assumes (None when the profile has none)."""
-        if self._strategy_for is None:
-            return None
+        """The strategy to launch the job with: the best for its context (alone, or next to
+        ``partner``), or its best alone with ``fixed_strategy``; None when the profile has none."""
+        if self.fixed_strategy:
+            partner = None
         key = (job_type, n, partner)
         if key not in self._strategy:
             try:
-                self._strategy[key] = self._strategy_for(job_type, n, partner)
+                self._strategy[key] = self.model.strategy_for(job_type, n, partner)
             except Exception:
                 self._strategy[key] = None
         return self._strategy[key]
+
+    def rate_with(self, job_type: str, n: int, t: int, partner: tuple[str, int] | None, strategy: str | None,
+                  partner_strategy: str | None) -> float:
+        """Consolidated rate on type ``t`` with the given strategies (0.0 where it cannot run so)."""
+        key = (job_type, n, t, partner, strategy, partner_strategy)
+        r = self._with.get(key)
+        if r is None:
+            r = self._with[key] = self._rate(job_type, n, self.gpu_types[t], partner, strategy, partner_strategy)
+        return r

@@ -1,9 +1,13 @@
 """The placement protocol, the registry, and the free-GPU pool every placement works on.
 
-A placement policy opens a ``RoundPlacer`` per decision. The allocator offers it jobs in priority
-order (``try_admit``); the placer says yes (capacity reserved, maybe GPUs chosen already) or no
-(the job waits: it does not fit the way this policy insists on). ``finish`` returns the final
-GPU assignment of every admitted job. Placement sees only ``core`` types.
+A placement policy opens a ``RoundPlacer`` per decision, with the policy's ``Advice`` (its order,
+and the GPU types, shares and pairs it advises: ``tesserae.core.advice``). The allocator offers it
+jobs in priority order (``try_admit``); the placer says yes (capacity reserved, maybe GPUs chosen
+already) or no (the job waits: it does not fit the way this policy insists on). ``pack`` may then
+let waiting jobs share admitted jobs' GPUs, and ``finish`` returns the final assignment of every
+job that runs: that is the placement's report of what runs, which the scheduler hands back to the
+policy. ``PlacementPolicy.honours`` declares which advice a placement follows; the scheduler
+refuses a policy whose advice it would ignore. Placement sees only ``core`` types.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tesserae.core.advice import Advice, AdviceKind
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
@@ -95,9 +100,13 @@ def runnable(model: ThroughputModel, job_type: str, num_gpus: int, gpu_type: str
 class RoundPlacer:
     """One decision's placement state. Subclasses implement ``try_admit`` and ``finish``."""
 
+    #: Whether ``keep_running`` admits, in one step, a leading run of the order that ran last round.
+    keeps_running_in_bulk: ClassVar[bool] = False
+
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-                 model: ThroughputModel) -> None:
+                 model: ThroughputModel, advice: Advice | None = None) -> None:
         self.cluster, self.table, self.previous, self.model = cluster, table, previous, model
+        self.advice = advice if advice is not None else Advice(np.empty(0, dtype=np.int64))
         self.pool = GpuPool(cluster)
         self.assigned: dict[int, Assignment] = {}
 
@@ -144,6 +153,21 @@ class RoundPlacer:
     def try_admit(self, row: int) -> bool:
         raise NotImplementedError
 
+    def keep_running(self, rows: np.ndarray) -> None:
+        """Admit ``rows`` (they ran last round, and lead the order) on their GPUs, all at once.
+
+        Only called when ``keeps_running_in_bulk``: such a placer keeps running jobs in place, and
+        until the first new job in priority order nothing can have taken their GPUs.
+        """
+        raise NotImplementedError
+
+    def pack(self, candidates: np.ndarray) -> None:
+        """Between the allocator walk and ``finish``: let waiting jobs share admitted jobs' GPUs.
+
+        ``candidates`` are rows in the policy's priority order (admitted ones included). A
+        placement that does not pack leaves them alone.
+        """
+
     def finish(self) -> dict[int, Assignment]:
         return self.assigned
 
@@ -158,8 +182,18 @@ class PlacementPolicy:
     #: throughput (``tesserae``, ``gavel``) do not, and a job asking for a type is refused there.
     honours_gpu_type: ClassVar[bool] = True
 
+    @property
+    def honours(self) -> AdviceKind:
+        """The advice this placement follows (see ``tesserae.core.advice``); NONE by default."""
+        return AdviceKind.NONE
+
+    @property
+    def packs(self) -> bool:
+        """Whether this placement lets jobs share GPUs (``--packing``)."""
+        return AdviceKind.PAIRS in self.honours
+
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
         raise NotImplementedError
 
     def summary(self) -> dict[str, Any]:
@@ -190,7 +224,17 @@ def make_placement(name: str, **options: Any) -> PlacementPolicy:
                          field="placement")
     factory = _REGISTRY[name]
     from_options = getattr(factory, "from_options", None)
-    return from_options(**options) if from_options else factory()
+    placement = from_options(**options) if from_options else factory()
+    if options.get("packing") and not placement.packs:
+        packers = ", ".join(n for n in sorted(_REGISTRY) if _packs(_REGISTRY[n]))
+        raise InputError(f"placement '{name}' does not let jobs share GPUs; --packing needs one that does "
+                         f"({packers})", field="packing")
+    return placement
+
+
+def _packs(factory: Callable[..., PlacementPolicy]) -> bool:
+    from_options = getattr(factory, "from_options", None)
+    return (from_options(packing=True) if from_options else factory()).packs
 
 
 def _load_builtin() -> None:

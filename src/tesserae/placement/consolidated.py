@@ -3,7 +3,9 @@
 A job that fits on one node gets the fullest node that still holds it; a larger job gets whole
 free nodes plus one best-fit node for the rest. If no such layout exists the job waits. A job
 that ran last round keeps exactly its GPUs; it is preempted only when a higher-priority job
-could be laid out in no other way than over those GPUs (new jobs use unheld GPUs first).
+could be laid out in no other way than over those GPUs (new jobs use unheld GPUs first). Then the
+running jobs that lose their GPUs are chosen in the policy's rank order, lowest first (``_evict``),
+so that a comparison with another placement changes only the placement.
 Continuing jobs cost O(1) each: their GPUs are held for them in bulk when the round begins.
 """
 
@@ -14,10 +16,12 @@ from itertools import chain
 
 import numpy as np
 
+from tesserae.core.advice import Advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
 from tesserae.core.throughput import ThroughputModel
+from tesserae.placement._evict import EvictsByRank, HeldGpus, type_positions
 from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
 
 
@@ -52,24 +56,27 @@ def consolidated_layout(nodes: np.ndarray, avail: np.ndarray, cap: np.ndarray, k
     return layout
 
 
-class ConsolidatedPlacer(RoundPlacer):
+class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
     """Best-fit consolidation that holds running jobs' GPUs for them (see module docstring).
 
     ``pool`` holds the GPUs nobody claims; GPUs of continuing jobs not yet admitted are *held*
-    (``owner`` >= 0, counted per node in ``node_reserved_free``) and can be taken only by evicting
-    their owner.
+    (counted per node in ``node_reserved_free``) and can be taken only by evicting their owner.
     """
 
     #: Whether a running job may be moved when its GPUs were taken (False = preempt instead).
     move_running = False
+    keeps_running_in_bulk = True
 
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-                 model: ThroughputModel) -> None:
-        super().__init__(cluster, table, previous, model)
+                 model: ThroughputModel, advice: Advice | None = None,
+                 type_pos: np.ndarray | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
         self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
         self.held_total = 0
         self.evicted: set[int] = set()
+        self._type_pos = type_pos
+        self._held_view: HeldGpus | None = None
         # Gang shapes (size, runnable types) that found no layout this round. Taking GPUs and keeping
         # running jobs only shrink what is available, so a failure stays a failure; only an eviction
         # (held GPUs returned to the pool) can make the unheld-only layout feasible again.
@@ -97,6 +104,7 @@ class ConsolidatedPlacer(RoundPlacer):
         held, gpu_node = self._node_held, self._gpu_node
         for g in gpus:
             held[gpu_node[g]] -= 1
+        self.release_held(gpus)
         self.held_total -= len(gpus)
         return gpus
 
@@ -113,24 +121,11 @@ class ConsolidatedPlacer(RoundPlacer):
         self._failed_unheld.clear()
 
     def _take(self, row: int, layout: list[tuple[int, int]], mask: np.ndarray | None = None) -> None:
-        """Take ``layout`` (unheld GPUs first, evicting holders only for the rest)."""
-        for node, k in layout:
-            short = k - int(self.pool.node_free[node])
-            if short > 0:
-                lo = int(self.cluster.node_first_gpu[node])
-                owners = self.owner[lo: lo + int(self.cluster.node_num_gpus[node])]
-                # Owners already admitted this round keep their GPUs; only waiting holders are evicted.
-                victims = sorted({int(o) for o in owners[owners >= 0]} - self.assigned.keys() - self.evicted,
-                                 reverse=True)
-                for v in victims:
-                    if short <= 0:
-                        break
-                    held_here = int((owners == v).sum())
-                    self._evict(v)
-                    short -= held_here
+        """Take ``layout`` (unheld GPUs first, then GPUs of held owners, lowest rank first)."""
+        self.evict_for(layout)
         self.assigned[row] = Assignment(row, self.pool.take_nodes(layout, mask))
 
-    def keep_running_prefix(self, rows: np.ndarray) -> None:
+    def keep_running(self, rows: np.ndarray) -> None:
         """Admit jobs that ran last round and come first in priority order, all at once.
 
         Called before any other admission: nothing has been evicted yet, so each keeps its GPUs.
@@ -142,6 +137,7 @@ class ConsolidatedPlacer(RoundPlacer):
         gpus = np.fromiter(chain.from_iterable(a.gpus for a in kept), dtype=np.int64)
         held = np.asarray(self._node_held) - np.bincount(self.cluster.gpu_node[gpus], minlength=self.cluster.num_nodes)
         self._node_held = held.tolist()
+        self.release_held(gpus)
         self.held_total -= int(gpus.size)
 
     def _keep_previous(self, row: int) -> bool | None:
@@ -179,7 +175,7 @@ class ConsolidatedPlacer(RoundPlacer):
         if layout is None:
             if shape in self._failed_any:
                 return False
-            layout = self.layout_for(row, self.pool.node_free + self.node_reserved_free)
+            layout = self.evicting_layout(row)
             if layout is None:
                 self._failed_any.add(shape)
                 return False
@@ -189,6 +185,12 @@ class ConsolidatedPlacer(RoundPlacer):
 
 @register("consolidated")
 class Consolidated(PlacementPolicy):
+    def __init__(self) -> None:
+        self._cluster: Cluster | None = None
+        self._type_pos = np.zeros(0, dtype=np.int64)
+
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
-        return ConsolidatedPlacer(cluster, table, previous, model)
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
+        if cluster is not self._cluster:
+            self._cluster, self._type_pos = cluster, type_positions(cluster.node_type, cluster.gpu_node)
+        return ConsolidatedPlacer(cluster, table, previous, model, advice, self._type_pos)

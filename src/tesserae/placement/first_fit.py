@@ -10,6 +10,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tesserae.core.advice import Advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
@@ -32,8 +33,8 @@ def lowest_free_nodes(pool: GpuPool, nodes: np.ndarray, k: int, counts: np.ndarr
 
 class FirstFitPlacer(RoundPlacer):
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-                 model: ThroughputModel) -> None:
-        super().__init__(cluster, table, previous, model)
+                 model: ThroughputModel, advice: Advice | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
 
     def try_admit(self, row: int) -> bool:
@@ -52,5 +53,5 @@ class FirstFitPlacer(RoundPlacer):
 @register("first-fit")
 class FirstFit(PlacementPolicy):
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
-        return FirstFitPlacer(cluster, table, previous, model)
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
+        return FirstFitPlacer(cluster, table, previous, model, advice)

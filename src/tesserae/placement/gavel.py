@@ -10,17 +10,19 @@ The GPU type of a job follows the scheduling policy's advice when it gives one (
 and ``gavel-fifo`` name the type Gavel's per-type queues chose), else the previous type, else the
 fastest type with room. With ``--packing`` and a policy that names pairs (``gavel-maxmin
 --packing``: the pairs its queues scheduled as units), each named partner shares its host's GPUs;
-without such a policy, each overflow job (next in priority order, up to the cluster's size) joins
-the admitted job of the same GPU count with the best sharing gain above the threshold.
+without such a policy, each overflow job (next in the policy's priority order, up to the cluster's
+size) joins the admitted job of the same GPU count with the best sharing gain above the threshold.
+What ran goes back to the policy through the scheduler (``tesserae.core.advice.RanReport``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from tesserae.core.advice import Advice, AdviceKind
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
@@ -33,8 +35,8 @@ from tesserae.placement.first_fit import lowest_free_nodes
 
 class GavelPlacer(RoundPlacer):
     def __init__(self, owner: GavelPlacement, cluster: Cluster, table: JobTable,
-                 previous: Mapping[int, Assignment], model: ThroughputModel) -> None:
-        super().__init__(cluster, table, previous, model)
+                 previous: Mapping[int, Assignment], model: ThroughputModel, advice: Advice | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice)
         self.owner = owner
         self.book = owner.rate_book(cluster, model)
         self.free_t = np.array([cluster.gpus_by_type[t] for t in cluster.gpu_types], dtype=np.int64)
@@ -42,15 +44,8 @@ class GavelPlacer(RoundPlacer):
         self.hosts: list[int] = []
         self.type_of: dict[int, int] = {}
         self.partner: dict[int, int] = {}
-        self.type_pref: Callable[[int], Any] | None = None
-        self.pair_pref: Callable[[], Any] | None = None
-        self.record: Callable[[dict[int, tuple[str, int | None]]], None] | None = None
-
-    def use_policy(self, policy: Any) -> None:
-        """Scheduler hook: take the policy's advice on GPU types and pairs, and report back to it."""
-        self.type_pref = getattr(policy, "type_preference", None)
-        self.pair_pref = getattr(policy, "pair_preference", None)
-        self.record = getattr(policy, "record_round", None)
+        self.follow_types = AdviceKind.GPU_TYPE in self.advice.kinds
+        self.follow_pairs = AdviceKind.PAIRS in self.advice.kinds
 
     @property
     def free(self) -> int:
@@ -59,11 +54,12 @@ class GavelPlacer(RoundPlacer):
     def try_admit(self, row: int) -> bool:
         jt, k = self.job_class(row)
         prefs = self.book.prefs(jt, k)
-        if self.type_pref is not None:
-            names = self.cluster.gpu_types
-            # No advice (a job the scheduler keeps running inside its minimum run quantum): stay on its type.
-            advised = [names.index(n) for n in self.type_pref(row) if n in names] or [self.previous_type(row)]
-            order = [t for t in advised if t in prefs] + [t for t in prefs if t not in advised]
+        if self.follow_types:
+            a = self.advice.gpu_type.get(row)
+            if a is None:
+                # No advice (a job the scheduler keeps running inside its minimum run quantum): stay on its type.
+                a = self.previous_type(row)
+            order = ([a] if a in prefs else []) + [t for t in prefs if t != a]
         else:
             pt = self.previous_type(row)
             order = ([pt] if pt in prefs else []) + [t for t in prefs if t != pt]
@@ -76,14 +72,14 @@ class GavelPlacer(RoundPlacer):
         self.type_of[row] = t
         return True
 
-    def pack(self, order: np.ndarray) -> None:
+    def pack(self, candidates: np.ndarray) -> None:
         if not self.owner.packing or not self.hosts:
             return
         t = self.table
         hosts = np.asarray(self.hosts, dtype=np.int64)
-        rest = order[~np.isin(order, hosts)]
+        rest = candidates[~np.isin(candidates, hosts)]
         overflow = rest[np.cumsum(t.num_gpus[rest]) <= self.cluster.num_gpus].tolist() if rest.size else []
-        if not overflow and self.pair_pref is None:
+        if not overflow and not self.follow_pairs:
             return
         host_set = set(self.hosts)
         paired: set[int] = set()
@@ -92,10 +88,10 @@ class GavelPlacer(RoundPlacer):
             (a, ka), (b, kb) = self.job_class(h), self.job_class(o)
             return ka == kb and self.book.pair(a, ka, b, kb, self.type_of[h])[0] > 0
 
-        if self.pair_pref is not None:
+        if self.follow_pairs:
             # The policy's pairs are its decision (Gavel schedules a pair as one unit): the host was
             # admitted on the pair's type, the partner joins it whether or not it is in the overflow.
-            for h, o in self.pair_pref():
+            for h, o in self.advice.pairs:
                 if h in paired or o in paired or h not in host_set or o in host_set:
                     continue
                 if ok(h, o):
@@ -145,9 +141,6 @@ class GavelPlacer(RoundPlacer):
                 out[o] = Assignment(o, out[h].gpus, h)
         prev = self.previous
         self.owner.migrations.append(sum(1 for r, a in out.items() if r in prev and prev[r].gpus != a.gpus))
-        if self.record is not None:
-            names = cl.gpu_types
-            self.record({r: (names[int(cl.gpu_type[a.gpus[0]])], a.partner) for r, a in out.items()})
         self.assigned = out
         return out
 
@@ -172,14 +165,19 @@ class GavelPlacement(PlacementPolicy):
         return cls(packing=bool(options.get("packing", False)),
                    pack_threshold=DEFAULT_THRESHOLD if threshold is None else float(threshold))
 
+    @property
+    def honours(self) -> AdviceKind:
+        """Gavel's per-job GPU type; with ``--packing``, the policy's pairs too."""
+        return AdviceKind.GPU_TYPE | (AdviceKind.PAIRS if self.packing else AdviceKind.NONE)
+
     def rate_book(self, cluster: Cluster, model: ThroughputModel) -> RateBook:
         if self._book is None or self._book.model is not model or self._book.gpu_types != cluster.gpu_types:
             self._book = RateBook(model, cluster.gpu_types)
         return self._book
 
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
-        return GavelPlacer(self, cluster, table, previous, model)
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
+        return GavelPlacer(self, cluster, table, previous, model, advice)
 
     def summary(self) -> dict[str, Any]:
         m = np.asarray(self.migrations, dtype=np.float64)

@@ -3,17 +3,25 @@
 Per decision:
 
 1. **Admission** (``try_admit``, called in priority order): a gang is admitted when one GPU type it
-   can run on still has that many unclaimed GPUs. A running job asks for its previous type first;
-   a new job for its fastest type (greedy; step 2 revisits it). No GPU is chosen yet.
-2. **Heterogeneity** (§4.3, clusters with several GPU types): all admitted jobs are re-assigned to
-   type slots by maximising the sum of normalised throughput (``_hetero``); a running job that would
-   change type counts at (1 - ``type_switch_penalty``) there, so it moves only when the gain pays for
-   the restart. The gain over a type-blind choice is reported.
-3. **Packing** (§4.2, with ``--packing``): overflow jobs are paired with admitted ones by a
-   maximum-weight matching solved over job classes (``_packing``). A pair is one unit: the partner
-   gets (a subset of) its host's GPUs, both assignments name each other, and jobs whose profile has
-   parallelism strategies record the strategy of best gain next to that partner (alone: the best
-   solo strategy).
+   can run on still has that many unclaimed GPUs. Under a policy that advises GPU types (Gavel's
+   per-type fill) a job asks for the advised type; otherwise a running job asks for its previous
+   type first, a new job for its fastest type (greedy; step 2 revisits it). No GPU is chosen yet.
+2. **Heterogeneity** (§4.3, clusters with several GPU types). Under a policy that gives per-type
+   shares realised over rounds (Gavel's X): the allocation-preserving assignment (``_shares``)
+   keeps the policy's units and type counts and chooses which unit runs on which type so that each
+   unit's deficit against X stays within a band, with as few type switches as possible. Under
+   any other policy: all admitted jobs are re-assigned to type slots by maximising the sum of
+   normalised throughput (``_hetero``); a running job that would change type counts at
+   (1 - ``type_switch_penalty``) there, so it moves only when the gain pays for the restart. The
+   gain over a type-blind choice is reported.
+3. **Packing** (§4.2, with ``--packing``). Under a policy that names pairs (packed Gavel), its pairs
+   run as units on the host's type. Otherwise overflow jobs (the policy's ranking of jobs that do
+   not run alone) are paired with admitted ones by a maximum-weight matching solved over job
+   classes (``_packing``). A pair is one unit: the partner gets (a subset of) its host's GPUs, both
+   assignments name each other, and jobs whose profile has parallelism strategies record the
+   strategy of best gain next to that partner (alone: the best solo strategy). A running job keeps
+   its strategy unless the new one is faster by more than ``strategy_switch_gain`` (a strategy
+   change relaunches the job, which the simulator charges as a restart).
 4. **Layout** (§4.1): per GPU type, logical layout + matching to physical nodes + GPU indices, moving
    as few running jobs as possible (``_layout``). Migrations are counted per round.
 
@@ -28,11 +36,12 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.core.advice import TYPE_ADVICE, Advice, AdviceKind, Unit
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
 from tesserae.core.throughput import ThroughputModel
-from tesserae.placement import _hetero, _packing
+from tesserae.placement import _hetero, _packing, _shares
 from tesserae.placement._layout import TypePlacer
 from tesserae.placement._rates import RateBook
 from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
@@ -42,11 +51,18 @@ class TesseraePlacer(RoundPlacer):
     """One decision of the Tesserae placement (see module docstring)."""
 
     def __init__(self, owner: TesseraePlacement, cluster: Cluster, table: JobTable,
-                 previous: Mapping[int, Assignment], model: ThroughputModel) -> None:
+                 previous: Mapping[int, Assignment], model: ThroughputModel, advice: Advice | None = None) -> None:
         # No GpuPool: capacity is tracked per type and GPUs are chosen in finish().
         self.cluster, self.table, self.previous, self.model = cluster, table, previous, model
+        self.advice = advice if advice is not None else Advice(np.empty(0, dtype=np.int64))
         self.assigned: dict[int, Assignment] = {}
         self.owner = owner
+        multi = len(cluster.gpu_types) > 1
+        kinds = self.advice.kinds
+        self.follow_types = multi and bool(kinds & TYPE_ADVICE)
+        self.by_shares = self.follow_types and AdviceKind.TYPE_SHARES in kinds and owner.type_matching
+        self.policy_pairs = AdviceKind.PAIRS in kinds
+        self._pair_of = {h: o for h, o in self.advice.pairs} if self.policy_pairs else {}
         self.book = owner.rate_book(cluster, model)
         self.free_t = np.array([cluster.gpus_by_type[t] for t in cluster.gpu_types], dtype=np.int64)
         self._free = cluster.num_gpus
@@ -68,7 +84,7 @@ class TesseraePlacer(RoundPlacer):
         jt, k = self.job_class(row)
         prefs = self.book.prefs(jt, k)
         free_t = self.free_t
-        t = self.previous_type(row)
+        t = self.advice.gpu_type.get(row, -1) if self.follow_types else self.previous_type(row)
         if t < 0 or t not in prefs or free_t[t] < k:
             t = next((p for p in prefs if free_t[p] >= k), -1)
             if t < 0:
@@ -119,7 +135,12 @@ class TesseraePlacer(RoundPlacer):
         if self._types_done:
             return
         self._types_done = True
-        if len(self.cluster.gpu_types) < 2 or not self.owner.hetero or not self.hosts:
+        if len(self.cluster.gpu_types) < 2 or not self.hosts:
+            return
+        if self.by_shares:
+            self._match_shares()
+            return
+        if self.follow_types or not self.owner.hetero:
             return
         T = len(self.cluster.gpu_types)
         cap = np.array([self.cluster.gpus_by_type[t] for t in self.cluster.gpu_types], dtype=np.int64)
@@ -159,12 +180,65 @@ class TesseraePlacer(RoundPlacer):
         chosen_w = float(sum(hnorm[i, self.type_of[r]] for i, r in enumerate(self.hosts)))
         self.owner.note_hetero(chosen_w, blind_w, float((current * norm).sum()))
 
+    def _match_shares(self) -> None:
+        """Allocation-preserving assignment of the admitted units to types (``_shares``), per gang size."""
+        adv, book, T = self.advice, self.book, len(self.cluster.gpu_types)
+        host_set = set(self.hosts)
+        units: list[tuple[int, Unit, tuple[int, ...]]] = []  # (host row, unit key, member rows)
+        for h in self.hosts:
+            o = self._pair_of.get(h)
+            if o is not None and o not in host_set:
+                units.append((h, (min(h, o), max(h, o)), (h, o)))
+            else:
+                units.append((h, h, (h,)))
+        L = adv.round_seconds or self.owner.round_seconds
+        tol = self.owner.share_tolerance * L
+        m = len(units)
+        deficit = np.zeros((m, T))
+        shares = np.zeros((m, T))
+        switched = np.zeros((m, T))
+        allowed = np.zeros((m, T), dtype=bool)
+        advised = np.empty(m, dtype=np.int64)
+        sizes = np.empty(m, dtype=np.int64)
+        for j, (h, key, members) in enumerate(units):
+            advised[j] = self.type_of[h]
+            sizes[j] = int(self.table.num_gpus[h])
+            x = adv.shares.get(key)
+            d = adv.deficit.get(key)
+            if x is None or d is None:
+                allowed[j, advised[j]] = True  # no allocation to track: the policy's type
+                continue
+            shares[j], deficit[j] = x / max(float(x.sum()), 1e-12), d
+            if len(members) == 1:
+                allowed[j] = book.alone(*self.job_class(h)) > 0
+            else:
+                (a, ka), (b, kb) = self.job_class(members[0]), self.job_class(members[1])
+                allowed[j] = [book.pair(a, ka, b, kb, t)[0] > 0 for t in range(T)]
+            allowed[j, advised[j]] = True
+            for r in members:
+                p = self.previous_type(r)
+                if p >= 0:
+                    switched[j] += np.arange(T) != p
+        w = _shares.share_weights(deficit, shares, L, tol, switched, self.owner.restart_overhead, advised, allowed)
+        chosen = _shares.assign_usage(w, sizes, advised)
+        overrides = int((chosen != advised).sum())
+        for j, (h, _, _) in enumerate(units):
+            self.type_of[h] = int(chosen[j])
+        self.owner.note_overrides(overrides, len(units))
+
     # ------------------------------------------------------------------------------ packing
-    def pack(self, order: np.ndarray) -> None:
-        """Scheduler hook between the allocator walk and finish(): pair overflow jobs with hosts."""
-        if not self.owner.packing or not self.hosts:
+    def pack(self, candidates: np.ndarray) -> None:
+        """Between the allocator walk and finish(): the policy's pairs, or pair overflow jobs with hosts."""
+        if not self.hosts:
+            return
+        if self.policy_pairs:
+            self._choose_types()
+            self._follow_pairs()
+            return
+        if not self.owner.packing:
             return
         self._choose_types()
+        order = candidates
         t = self.table
         hosts = np.asarray(self.hosts, dtype=np.int64)
         rest = order[~np.isin(order, hosts)]
@@ -196,6 +270,19 @@ class TesseraePlacer(RoundPlacer):
             self.partner[h] = o
             self.partner[o] = h
         self.owner.note_pairs(len(pairs))
+
+    def _follow_pairs(self) -> None:
+        """The policy's pairs, as units: each partner joins its host on the host's type."""
+        host_set = set(self.hosts)
+        n = 0
+        for h, o in self.advice.pairs:
+            if h not in host_set or o in host_set or h in self.partner or o in self.partner:
+                continue
+            (a, ka), (b, kb) = self.job_class(h), self.job_class(o)
+            if kb <= ka and self.book.pair(a, ka, b, kb, self.type_of[h])[0] > 0:
+                self.partner[h], self.partner[o] = o, h
+                n += 1
+        self.owner.note_pairs(n)
 
     # ------------------------------------------------------------------------------ layout
     def finish(self) -> dict[int, Assignment]:
@@ -251,6 +338,15 @@ class TesseraePlacer(RoundPlacer):
         jt, k = self.job_class(row)
         pc = None if partner is None else self.job_class(partner)
         strategy = self.book.strategy(jt, k, pc)
+        if (old is not None and old.strategy is not None and strategy is not None and old.strategy != strategy
+                and old.gpus == gpus):
+            # Changing strategy relaunches the job: keep the running one unless the new one pays.
+            t = int(self.cluster.gpu_type[gpus[0]])
+            ps = None if pc is None else self.book.strategy(pc[0], pc[1], (jt, k))
+            keep = self.book.rate_with(jt, k, t, pc, old.strategy, ps)
+            best = self.book.rate_with(jt, k, t, pc, strategy, ps)
+            if keep > 0 and best <= keep * (1.0 + self.owner.strategy_switch_gain):
+                strategy = old.strategy
         if old is not None and old.gpus == gpus and old.partner == partner and old.strategy == strategy:
             return old
         return Assignment(row, gpus, partner, strategy)
@@ -259,6 +355,10 @@ class TesseraePlacer(RoundPlacer):
 #: A running job moves to another GPU type only if its normalised throughput there, discounted by this
 #: fraction, beats staying: the move costs a restart and must pay for it (a 25% gain at 0.2).
 DEFAULT_TYPE_SWITCH_PENALTY = 0.2
+#: Under per-type shares (Gavel's X): the deficit band, in rounds, within which a unit is not moved.
+DEFAULT_SHARE_TOLERANCE = 1.0
+#: A running job is relaunched with a better strategy only if it runs this much faster with it.
+DEFAULT_STRATEGY_SWITCH_GAIN = 0.1
 
 
 @register("tesserae")
@@ -268,11 +368,25 @@ class TesseraePlacement(PlacementPolicy):
     honours_gpu_type = False  # it chooses GPU types by throughput
 
     def __init__(self, packing: bool = False, pack_threshold: float = _packing.DEFAULT_THRESHOLD,
-                 hetero: bool = True, type_switch_penalty: float = DEFAULT_TYPE_SWITCH_PENALTY) -> None:
+                 hetero: bool = True, type_switch_penalty: float = DEFAULT_TYPE_SWITCH_PENALTY,
+                 type_matching: bool = True, strategy_choice: bool = True,
+                 share_tolerance: float = DEFAULT_SHARE_TOLERANCE, restart_overhead: float = 30.0,
+                 round_seconds: float = 300.0, strategy_switch_gain: float = DEFAULT_STRATEGY_SWITCH_GAIN) -> None:
         self.packing = packing
         self.pack_threshold = pack_threshold
+        #: Type-slot matching under policies without type advice (off: greedy fastest type with room).
         self.hetero = hetero
         self.type_switch_penalty = type_switch_penalty
+        #: Allocation-preserving assignment under per-type shares (off: the policy's types as advised).
+        self.type_matching = type_matching
+        #: Choose the strategy of best gain for each pair (off: every job keeps its best solo strategy).
+        self.strategy_choice = strategy_choice
+        self.share_tolerance = share_tolerance
+        self.restart_overhead = restart_overhead
+        self.round_seconds = round_seconds
+        self.strategy_switch_gain = strategy_switch_gain
+        self.type_overrides = 0
+        self.typed_units = 0
         self._book: RateBook | None = None
         self._book_key: tuple[int, tuple[str, ...]] | None = None
         self._type_placers: dict[tuple[int, int], TypePlacer] = {}
@@ -295,17 +409,27 @@ class TesseraePlacement(PlacementPolicy):
         threshold = options.get("pack_threshold")
         return cls(packing=bool(options.get("packing", False)),
                    pack_threshold=_packing.DEFAULT_THRESHOLD if threshold is None else float(threshold),
-                   hetero=bool(options.get("hetero", True)))
+                   hetero=bool(options.get("hetero", True)),
+                   type_matching=bool(options.get("type_matching", True)),
+                   strategy_choice=bool(options.get("strategy_choice", True)),
+                   restart_overhead=float(options.get("restart_overhead", 30.0)),
+                   round_seconds=float(options.get("round_seconds", 300.0)))
+
+    @property
+    def honours(self) -> AdviceKind:
+        """The policy's GPU types and per-type shares; with ``--packing``, its pairs too."""
+        kinds = AdviceKind.GPU_TYPE | AdviceKind.TYPE_SHARES
+        return kinds | AdviceKind.PAIRS if self.packing else kinds
 
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
-        return TesseraePlacer(self, cluster, table, previous, model)
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
+        return TesseraePlacer(self, cluster, table, previous, model, advice)
 
     # Caches that live across rounds (rates by job class, per-type node arrays).
     def rate_book(self, cluster: Cluster, model: ThroughputModel) -> RateBook:
         key = (id(model), cluster.gpu_types)
         if self._book is None or self._book_key != key or self._book.model is not model:
-            self._book = RateBook(model, cluster.gpu_types)
+            self._book = RateBook(model, cluster.gpu_types, fixed_strategy=not self.strategy_choice)
             self._book_key = key
             self._type_solutions = {}  # weights come from the rates
         return self._book
@@ -349,6 +473,10 @@ class TesseraePlacement(PlacementPolicy):
     def note_pairs(self, n: int) -> None:
         self.pairs.append(n)
 
+    def note_overrides(self, overrides: int, units: int) -> None:
+        self.type_overrides += overrides
+        self.typed_units += units
+
     def note_hetero(self, chosen: float, blind: float, greedy: float) -> None:
         self.hetero_chosen += chosen
         self.hetero_blind += blind
@@ -371,4 +499,6 @@ class TesseraePlacement(PlacementPolicy):
             out["packed_pairs_per_round_max"] = int(p.max()) if p.size else 0
         if self.hetero_blind > 0:
             out["hetero_throughput_gain"] = self.hetero_chosen / self.hetero_blind
+        if self.typed_units:
+            out["type_advice_overridden"] = self.type_overrides / self.typed_units
         return out

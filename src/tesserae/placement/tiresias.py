@@ -13,9 +13,9 @@ spread. Any value in (0.14, 0.61) splits these models the same way; 0.4 is mid-g
 
 Running jobs keep their GPUs. New jobs take free GPUs whenever a layout of their kind exists
 there, so that running jobs are not displaced needlessly; otherwise they may evict running jobs
-the allocator has not reached yet (lower in priority) and take their GPUs. An evicted job is
-placed again under the same rule but on free GPUs only (a migration), or waits: evictions do not
-cascade (see ``ReservingPlacer``).
+the allocator has not reached yet (lower in priority) and take their GPUs, lowest in the policy's
+rank first (``_evict``). An evicted job is placed again under the same rule but on free GPUs only
+(a migration), or waits: evictions do not cascade (see ``ReservingPlacer``).
 """
 
 from __future__ import annotations
@@ -26,11 +26,13 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.core.advice import Advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
 from tesserae.core.throughput import ThroughputModel
+from tesserae.placement._evict import EvictsByRank, HeldGpus, type_positions
 from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
 from tesserae.placement.consolidated import consolidated_layout
 
@@ -49,27 +51,31 @@ def fewest_nodes_layout(nodes: np.ndarray, avail: np.ndarray, k: int) -> list[tu
     return [(int(nodes[i]), int(c)) for i, c in zip(order[: last + 1], take, strict=True) if c > 0]
 
 
-class ReservingPlacer(RoundPlacer):
+class ReservingPlacer(EvictsByRank, RoundPlacer):
     """Base of the Tiresias and YARN placers: running jobs' GPUs are *held* for them.
 
     When the decision begins, the GPUs of every running job leave the free pool in one vectorised
     step and are held (counted per node) for their owner. A running job the allocator admits keeps
     exactly its GPUs at O(1) cost. A job that was not running may, when no layout of its kind fits
     the free GPUs, take held GPUs: their owners -- running jobs the allocator has not reached yet,
-    hence of lower priority -- are *evicted* and their GPUs freed. An evicted job, when its turn
-    comes, is placed again on free GPUs only (a migration) or waits: evictions never cascade.
-    ``free`` counts held GPUs, so the allocator's gang-size test sees the whole cluster.
+    hence of lower priority -- are *evicted*, lowest in the policy's rank first, and their GPUs
+    freed. An evicted job, when its turn comes, is placed again on free GPUs only (a migration) or
+    waits: evictions never cascade. ``free`` counts held GPUs, so the allocator's gang-size test
+    sees the whole cluster.
     """
 
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-                 model: ThroughputModel, node_of: list[int] | None = None) -> None:
-        super().__init__(cluster, table, previous, model)
+                 model: ThroughputModel, advice: Advice | None = None, node_of: list[int] | None = None,
+                 type_pos: np.ndarray | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice)
         self.type_nodes = [np.flatnonzero(cluster.node_type == t) for t in range(len(cluster.gpu_types))]
         self.node_of = node_of if node_of is not None else cluster.gpu_node.tolist()
         self.owner = np.full(cluster.num_gpus, -1, dtype=np.int64)
         self.held_node = [0] * cluster.num_nodes
         self.held_total = 0
         self.evicted: set[int] = set()
+        self._type_pos = type_pos
+        self._held_view: HeldGpus | None = None
         if previous:
             rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
             sizes = np.fromiter((len(a.gpus) for a in previous.values()), dtype=np.int64, count=len(previous))
@@ -88,6 +94,7 @@ class ReservingPlacer(RoundPlacer):
         node_of, held = self.node_of, self.held_node
         for g in gpus:
             held[node_of[g]] -= 1
+        self.release_held(gpus)
         self.held_total -= len(gpus)
 
     def keep_previous(self, row: int) -> bool:
@@ -117,25 +124,12 @@ class ReservingPlacer(RoundPlacer):
         return self.pool.node_free + np.asarray(self.held_node, dtype=np.int64)
 
     def take_layout(self, row: int, layout: list[tuple[int, int]]) -> None:
-        """Take ``layout``: free GPUs first, then GPUs of evicted owners (lowest GPU id first)."""
-        c = self.cluster
-        for node, k in layout:
-            short = k - int(self.pool.node_free[node])
-            if short <= 0:
-                continue
-            lo = int(c.node_first_gpu[node])
-            owners = self.owner[lo:lo + int(c.node_num_gpus[node])]
-            for v in dict.fromkeys(owners[owners >= 0].tolist()):
-                if short <= 0:
-                    break
-                if v in self.assigned:
-                    continue
-                short -= int((owners == v).sum())
-                self._evict(v)
+        """Take ``layout``: free GPUs first, then GPUs of held owners, lowest in the policy's rank first."""
+        self.evict_for(layout)
         self.assigned[row] = Assignment(row, self.pool.take_nodes(layout))
 
     def consolidated_for(self, row: int, counts: np.ndarray) -> list[tuple[int, int]] | None:
-        """``consolidated_layout`` on the first GPU type that holds the job."""
+        """``consolidated_layout`` on the first GPU type that holds the job (free GPUs only)."""
         k = int(self.table.num_gpus[row])
         cap = self.cluster.node_num_gpus
         for t in self.type_order(row):
@@ -149,8 +143,9 @@ class ReservingPlacer(RoundPlacer):
 class TiresiasPlacer(ReservingPlacer):
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
                  model: ThroughputModel, high_skew: np.ndarray, policy: TiresiasPlacement,
-                 node_of: list[int] | None = None) -> None:
-        super().__init__(cluster, table, previous, model, node_of)
+                 advice: Advice | None = None, node_of: list[int] | None = None,
+                 type_pos: np.ndarray | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice, node_of, type_pos)
         self.high_skew = high_skew  # per job-type index
         self.policy = policy
 
@@ -170,7 +165,7 @@ class TiresiasPlacer(ReservingPlacer):
         layout, spread = None, False
         for displace in (False, True) if self.may_displace(row) else (False,):
             counts = self.counts(displace)
-            layout = self.consolidated_for(row, counts)
+            layout = self.evicting_layout(row) if displace else self.consolidated_for(row, counts)
             if layout is None and not high:
                 layout = self._spread(row, counts)
                 spread = layout is not None
@@ -204,6 +199,7 @@ class TiresiasPlacement(PlacementPolicy):
         self._table: JobTable | None = None
         self._cluster: Cluster | None = None
         self._node_of: list[int] = []
+        self._type_pos = np.zeros(0, dtype=np.int64)
         self._high = np.zeros(0, dtype=bool)
         self.unknown_types: list[str] = []
         self.high_skew_types: list[str] = []
@@ -230,10 +226,12 @@ class TiresiasPlacement(PlacementPolicy):
         return self._classify(table, model)
 
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
         if cluster is not self._cluster:
             self._cluster, self._node_of = cluster, cluster.gpu_node.tolist()
-        return TiresiasPlacer(cluster, table, previous, model, self._classify(table, model), self, self._node_of)
+            self._type_pos = type_positions(cluster.node_type, cluster.gpu_node)
+        return TiresiasPlacer(cluster, table, previous, model, self._classify(table, model), self, advice,
+                              self._node_of, self._type_pos)
 
     def summary(self) -> dict[str, Any]:
         return {

@@ -6,7 +6,7 @@ whole free nodes first (``k // node size`` of them) and one more node with enoug
 the rest. Racks are tried in order; if no rack can hold the job, it waits.
 
 Running jobs keep their GPUs; a new job uses free GPUs whenever such a layout exists, and
-otherwise may evict running jobs of lower priority (see ``ReservingPlacer`` in
+otherwise may evict running jobs of lower priority, lowest first (see ``ReservingPlacer`` in
 ``tesserae.placement.tiresias``). Paired with ``fifo --no-backfill`` this is the YARN-CS baseline of the Tiresias paper.
 """
 
@@ -16,6 +16,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from tesserae.core.advice import Advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
@@ -51,8 +52,9 @@ def yarn_layout(nodes: np.ndarray, avail: np.ndarray, cap: np.ndarray, k: int) -
 
 class YarnPlacer(ReservingPlacer):
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-                 model: ThroughputModel, groups: list[tuple[int, np.ndarray]], node_of: list[int]) -> None:
-        super().__init__(cluster, table, previous, model, node_of)
+                 model: ThroughputModel, groups: list[tuple[int, np.ndarray]], node_of: list[int],
+                 advice: Advice | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice, node_of)
         self.groups = groups  # (gpu type, nodes of one rack with that type), racks in order
 
     def _layout(self, row: int, counts: np.ndarray) -> list[tuple[int, int]] | None:
@@ -100,6 +102,6 @@ class Yarn(PlacementPolicy):
         return self._groups
 
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
-              model: ThroughputModel) -> RoundPlacer:
+              model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
         groups = self._groups_for(cluster)
-        return YarnPlacer(cluster, table, previous, model, groups, self._node_of)
+        return YarnPlacer(cluster, table, previous, model, groups, self._node_of, advice)

@@ -108,3 +108,28 @@ class ColocationTable:
         :data:`GAIN_TIE_TOLERANCE`) the one with the higher ``speed1`` wins, then the one listed first.
         """
         return self._best_pair.get((large, gpus, small, gpus if small_gpus is None else small_gpus))
+
+    def speed_factor(self, job: tuple[str, int], partner: tuple[str, int] | None, strategy: str | None,
+                     partner_strategy: str | None) -> float:
+        """How much faster (or slower) ``job`` runs with the given strategies than with the best ones.
+
+        The default rates of a profile assume the best strategy for the context (the fastest alone,
+        the best sharing gain in a pair); this is the factor to apply when another strategy was
+        chosen: 1.0 when the job and its partner have no strategies or none is given, 0.0 when the
+        given strategy is not measured or does not fit (out of memory).
+        """
+        jt, n = job
+        if partner is None:
+            if strategy is None or (jt, n) not in self.solo:
+                return 1.0
+            speed = dict(self.solo[(jt, n)]).get(strategy, 0.0)
+            return speed / self.solo_base(jt, n) if speed > 0 else 0.0
+        if strategy is not None and (jt, n) in self.solo:  # the large job, with its own strategy
+            best = self.best_strategy(jt, n, partner[0], partner[1])
+            got = self.pair(jt, n, strategy, partner[0], partner[1])
+            return 0.0 if best is None or got is None else got[0] / best[1]
+        if partner_strategy is not None and (partner[0], partner[1]) in self.solo:  # next to a large job
+            best = self.best_strategy(partner[0], partner[1], jt, n)
+            got = self.pair(partner[0], partner[1], partner_strategy, jt, n)
+            return 0.0 if best is None or got is None else got[1] / best[2]
+        return 1.0

@@ -73,7 +73,9 @@ class DefaultModel(RestartSeconds):
         return self.config.gpu_speed.get(gpu_type, self.config.unknown_gpu_speed)
 
     def rate(self, job_type: str, num_gpus: int, gpu_type: str, consolidated: bool = True,
-             partner: tuple[str, int] | None = None) -> float:
+             partner: tuple[str, int] | None = None, strategy: str | None = None,
+             partner_strategy: str | None = None) -> float:
+        """The model has no parallelism strategies: ``strategy`` and ``partner_strategy`` are ignored."""
         r = self._speed(gpu_type) / self._speed(self.reference_gpu_type)
         if not consolidated:
             r /= 1.0 + self.config.spread_coefficient * (self.skew(job_type) or 0.0)
@@ -85,6 +87,9 @@ class DefaultModel(RestartSeconds):
 
     def reference_rate(self, job_type: str, num_gpus: int) -> float:
         return 1.0
+
+    def strategy_for(self, job_type: str, num_gpus: int, partner: tuple[str, int] | None = None) -> str | None:
+        return None
 
     def skew(self, job_type: str) -> float | None:
         return self.config.skew.get(job_type)

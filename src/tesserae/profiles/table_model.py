@@ -137,11 +137,30 @@ class TableModel(RestartSeconds):
         self._mem_type, self._mem_count = mem_type, mem_count
         self._skew = {jt: s for jt in self._counts if (s := tiresias_skew(jt)) is not None}
         self._skew.update(self.explicit_skew)
+        self._strategy_factor: dict[tuple, float] = {}
 
     # ------------------------------------------------------------------------ ThroughputModel API
     def rate(self, job_type: str, num_gpus: int, gpu_type: str, consolidated: bool = True,
-             partner: tuple[str, int] | None = None) -> float:
-        """Iterations/s; 0.0 when it cannot run (alone) or cannot share (with ``partner``)."""
+             partner: tuple[str, int] | None = None, strategy: str | None = None,
+             partner_strategy: str | None = None) -> float:
+        """Iterations/s; 0.0 when it cannot run (alone) or cannot share (with ``partner``).
+
+        With ``strategy`` (or ``partner_strategy``) for a job whose profile lists strategies, the
+        rate is the one measured for that strategy (``ColocationTable.speed_factor``): the tables'
+        own rates assume the best strategy for the context.
+        """
+        r = self._rate_default(job_type, num_gpus, gpu_type, consolidated, partner)
+        if self.colocation is None or (strategy is None and partner_strategy is None) or r <= 0.0:
+            return r
+        key = (job_type, num_gpus, partner, strategy, partner_strategy)
+        f = self._strategy_factor.get(key)
+        if f is None:
+            f = self._strategy_factor[key] = self.colocation.speed_factor((job_type, num_gpus), partner,
+                                                                          strategy, partner_strategy)
+        return r * f
+
+    def _rate_default(self, job_type: str, num_gpus: int, gpu_type: str, consolidated: bool,
+                      partner: tuple[str, int] | None) -> float:
         if self._any_gpu:
             gpu_type = ANY_GPU
         if partner is None:

@@ -14,9 +14,10 @@ client that lost the answer can ask again without submitting twice.
 
 Here: the app, its error handlers, authentication, and the server's routes (health, whoami,
 cluster, tokens, metrics). The job routes are ``api_jobs`` (hold, release and resubmit:
-``api_lifecycle``; usage: ``api_accounting``); the bodies and submission checks ``api_models``;
-the answers ``api_views``; the dashboard (``/ui``) is ``tesserae.web``. A new group of routes is
-a module with an ``add_..._routes(app, controller, Who)``, called from ``create_app``.
+``api_lifecycle``; usage: ``api_accounting``); the tenant queues ``api_queues``; predictions under
+another policy ``api_what_if``; the bodies and submission checks ``api_models``; the answers
+``api_views``; the dashboard (``/ui``) is ``tesserae.web``. A new group of routes is a module with
+an ``add_..._routes(app, controller, Who)``, called from ``create_app``.
 """
 
 
@@ -38,9 +39,12 @@ from tesserae.runtime.api_jobs import add_job_routes
 from tesserae.runtime.api_lifecycle import add_lifecycle_routes
 from tesserae.runtime.api_limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyLimit, SafeJSONResponse
 from tesserae.runtime.api_models import SubmitError, TokenRequest
+from tesserae.runtime.api_queues import add_queue_routes
 from tesserae.runtime.api_views import prometheus_text
+from tesserae.runtime.api_what_if import add_what_if_routes
 from tesserae.runtime.controller import Controller
 from tesserae.runtime.store import JOB_STATES, Principal
+from tesserae.runtime.tenancy import QueueRefused
 
 
 def _field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
@@ -90,6 +94,12 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
                                                  and r.path_regex.match(path) for m in r.methods or ()}))
         return SafeJSONResponse({"detail": exc.detail}, status_code=exc.status_code, headers=headers)
 
+    @app.exception_handler(QueueRefused)
+    async def _queue_refused(request: Request, exc: QueueRefused) -> JSONResponse:
+        msg = f"'{exc.field}': {exc}"
+        return SafeJSONResponse(status_code=exc.status, content={"detail": msg,
+                                                                 "errors": [{"field": exc.field, "message": msg}]})
+
     @app.exception_handler(SubmitError)
     async def _submit_error(request: Request, exc: SubmitError) -> JSONResponse:
         msg = f"'{exc.field}': {exc}"
@@ -118,6 +128,8 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     add_job_routes(app, controller, Who)
     add_lifecycle_routes(app, controller, Who)
     add_accounting_routes(app, controller, Who)
+    add_queue_routes(app, controller, Who)
+    add_what_if_routes(app, controller, Who)
 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(who: Who) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from fastapi import Path as PathParam
 from tesserae.runtime import accounting, pending
 from tesserae.runtime.api_limits import ErrorBody
 from tesserae.runtime.api_models import JobSubmission, SubmitError, check_submission, default_name, request_hash
+from tesserae.runtime.api_queues import annotate, queue_for
 from tesserae.runtime.api_views import job_view
 from tesserae.runtime.controller import Controller
 from tesserae.runtime.job_files import MAX_INT, read_log, tail_offset
@@ -86,6 +87,7 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                 response.status_code = 200
                 return replay
         check_submission(sub, controller)
+        queue = queue_for(controller, who, sub.queue, sub.priority_class, sub.gpus)
         try:
             controller.isolation.account_for(who.user)
         except PermissionError as e:
@@ -96,7 +98,8 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                    "num_gpus": sub.gpus, "command": json.dumps(sub.command), "shell": int(sub.shell),
                    "env": json.dumps(sub.env), "workdir": sub.workdir, "nproc": sub.nproc,
                    "iterations": sub.iterations, "state": "queued", "submit_time": now, "last_stop": now,
-                   "idempotency_key": idempotency_key, "request_hash": digest, **lifecycle_columns(sub)}
+                   "idempotency_key": idempotency_key, "request_hash": digest, "queue": queue,
+                   "priority_class": sub.priority_class, **lifecycle_columns(sub)}
         try:
             with store.tx():
                 job_ids = insert_jobs(store, controller.reserve_job_id, columns,
@@ -151,14 +154,15 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
         rows = store.query(sql + window + " ORDER BY id DESC LIMIT ?", (*params, *window_params, limit))
         allocs = {int(a["job_id"]): a for a in store.query("SELECT * FROM allocations WHERE phase != 'ended'")}
         waits = pending.describe(controller)
-        return {"jobs": [job_view(r, allocs.get(int(r["id"])), pending=waits.get(int(r["id"])))
-                         for r in reversed(rows)]}
+        return {"jobs": annotate(controller, [job_view(r, allocs.get(int(r["id"])), pending=waits.get(int(r["id"])))
+                                              for r in reversed(rows)])}
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def show(job_id: JobId, who: Who) -> dict[str, Any]:
         row = own_job(job_id, who)
         events = store.query("SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,))
-        return job_view(row, live_allocation(job_id), events, pending.describe(controller).get(job_id))
+        return annotate(controller, [job_view(row, live_allocation(job_id), events,
+                                              pending.describe(controller).get(job_id))])[0]
 
     @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"],
               responses={409: {"model": ErrorBody, "description": "The job has already ended."}})

@@ -3,7 +3,8 @@
 Like the other job routes, a user acts on their own jobs only and an admin on all of them. A hold
 is a column of the job (``lifecycle``), so it outlives a controller restart; a resubmission is a
 new job with the ended one's spec and lifecycle controls (not its dependencies, which have ended),
-owned by the same user, that names the job it copies (``resubmit_of``).
+owned by the same user, in the queue and priority class it would get now (``api_queues.queue_for``:
+the queues may have changed), that names the job it copies (``resubmit_of``).
 """
 
 import time
@@ -13,14 +14,15 @@ from fastapi import FastAPI, HTTPException
 
 from tesserae.runtime.api_jobs import JobId, current_run, owned_job
 from tesserae.runtime.api_limits import ErrorBody
+from tesserae.runtime.api_queues import queue_for
 from tesserae.runtime.api_views import job_view
 from tesserae.runtime.controller import Controller
-from tesserae.runtime.store import FINAL_STATES, RUNNABLE_STATES
+from tesserae.runtime.store import FINAL_STATES, RUNNABLE_STATES, Principal
 from tesserae.runtime.submission import insert_jobs
 
 #: The columns a resubmission copies.
 _SPEC = ("user", "name", "job_type", "num_gpus", "command", "shell", "env", "workdir", "nproc", "iterations",
-         "time_limit", "retries", "retry_backoff", "gpu_type", "cpus", "memory_mb")
+         "time_limit", "retries", "retry_backoff", "gpu_type", "cpus", "memory_mb", "queue", "priority_class")
 
 
 def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
@@ -65,6 +67,9 @@ def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None
             raise HTTPException(409, f"job {job_id} is {row['state']}; only an ended job can be resubmitted")
         now = time.time()
         columns = {k: row[k] for k in _SPEC}
+        # Into the queue the job would go to now (the queues may have changed since it ran).
+        columns["queue"] = queue_for(controller, Principal(str(row["user"]), who.admin), row["queue"] or None,
+                                     str(row["priority_class"]), int(row["num_gpus"]))
         columns.update(state="queued", submit_time=now, last_stop=now, resubmit_of=job_id)
         with store.tx():
             new_id = insert_jobs(store, controller.reserve_job_id, columns, None)[0]

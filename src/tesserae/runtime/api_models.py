@@ -10,10 +10,11 @@ import json
 import os
 import re
 import shutil
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tesserae.core.queues import PRIORITY_CLASSES, QUEUE_NAME_PATTERN
 from tesserae.runtime.api_limits import BoundedInt, SafeStr
 from tesserae.runtime.lifecycle import MAX_BACKOFF, MAX_DEPENDENCIES, MAX_RETRIES, MAX_TIME_LIMIT, parse_array
 from tesserae.runtime.resources import MAX_CPUS, MAX_MEMORY_MB
@@ -53,6 +54,11 @@ class JobSubmission(BaseModel):
                                                 "private folder of the job).")
     shell: bool = Field(False, description="Run `command[0]` with /bin/sh -c.")
     nproc: int = Field(1, ge=1, le=64, description="Copies of the command to start (RANK 0..nproc-1).")
+    queue: str | None = Field(None, min_length=1, max_length=64, pattern=QUEUE_NAME_PATTERN,
+                              description="Tenant queue (a leaf queue you may use); default: your queue.")
+    priority_class: Literal[PRIORITY_CLASSES] = Field(  # type: ignore[valid-type]
+        "normal", description="production (only inside the queue's guarantee, never preempted), normal, or "
+                              "preemptible (the first to lose borrowed GPUs).")
     time_limit: float | None = Field(None, gt=0, le=MAX_TIME_LIMIT, description="Most run time (seconds, summed "
                                      "over its runs); past it the job is stopped and fails.")
     retries: int = Field(0, ge=0, le=MAX_RETRIES, description="Requeue a failed run up to this many times.")
@@ -188,6 +194,15 @@ def check_gpu_type(gpu_type: str, gpus: int, controller: "Controller") -> None:
                                       "and does not honour a job's GPU type")
 
 
+#: Fields added after the first idempotency keys were stored (tenant queues, lifecycle controls, resources).
+_LATER_FIELDS = ("queue", "priority_class", "time_limit", "retries", "retry_backoff", "after", "after_ok", "array",
+                 "hold", "gpu_type", "cpus", "memory_mb")
+
+
 def request_hash(sub: JobSubmission) -> str:
     """What identifies a submission for its idempotency key: its canonical JSON."""
-    return hashlib.sha256(json.dumps(sub.model_dump(), sort_keys=True).encode()).hexdigest()
+    doc = sub.model_dump()
+    for key in _LATER_FIELDS:  # left at its default, as before the field existed: old keys still match
+        if doc[key] == JobSubmission.model_fields[key].get_default(call_default_factory=True):
+            del doc[key]
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

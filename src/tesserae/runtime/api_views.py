@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from tesserae.runtime import lifecycle
+from tesserae.runtime.api_queues import queue_metrics
 from tesserae.runtime.pending import Pending
 from tesserae.runtime.store import JOB_STATES
 
@@ -76,6 +77,8 @@ def job_view(row: Any, allocation: Any | None, events: list[Any] | None = None,
         "waited_seconds": max(0.0, (now if finish is None else finish) - submit - executed),
         "queue_position": None if pending is None else pending.position,
         "pending_reason": None if pending is None else pending.reason,
+        "queue": row["queue"] or None,
+        "priority_class": row["priority_class"],
         **lifecycle_view(row),
     }
     if events is not None:
@@ -139,4 +142,6 @@ def prometheus_text(controller: Controller) -> str:
            [("", stats.adopted)])
     metric("tesserae_lost_runs_total", "counter", "Runs whose processes vanished; their jobs were requeued.",
            [("", stats.lost)])
+    for name, kind, help_text, samples in queue_metrics(controller):
+        metric(name, kind, help_text, samples)
     return "\n".join(lines) + "\n"

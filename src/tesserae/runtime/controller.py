@@ -26,7 +26,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
@@ -41,6 +41,10 @@ from tesserae.runtime.rounds import Rounds
 from tesserae.runtime.runs import ControllerConfig, Live, RunBook, Stats
 from tesserae.runtime.store import RUNNABLE_STATES, Store
 from tesserae.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from tesserae.runtime.prediction import Predictor
+    from tesserae.runtime.tenancy import RuntimeQueues
 
 __all__ = ["Controller", "ControllerConfig", "Live", "Stats"]
 
@@ -91,6 +95,24 @@ class Controller:
     @on_cluster_change.setter
     def on_cluster_change(self, callback: Callable[[Cluster], None] | None) -> None:
         self.rounds.on_cluster_change = callback
+
+    @property
+    def tenancy(self) -> RuntimeQueues | None:
+        """The server's tenant queues (None: one global queue)."""
+        return self.rounds.tenancy
+
+    @tenancy.setter
+    def tenancy(self, queues: RuntimeQueues | None) -> None:
+        self.rounds.tenancy = queues
+
+    @property
+    def predictor(self) -> Predictor | None:
+        """Predicted starts and finishes (None: the server makes none)."""
+        return self.rounds.predictor
+
+    @predictor.setter
+    def predictor(self, predictor: Predictor | None) -> None:
+        self.rounds.predictor = predictor
 
     def log_path(self, job_id: int) -> Path:
         return self.paths.log_path(job_id)

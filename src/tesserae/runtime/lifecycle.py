@@ -1,6 +1,6 @@
 """Job lifecycle controls: a time limit, retries with backoff, dependencies, arrays, hold and release.
 
-Each is a column of the job's ``jobs`` row (schema 3), so each survives a controller restart: the
+Each is a column of the job's ``jobs`` row (schema 4), so each survives a controller restart: the
 controller reads them again at every decision.
 
 - **time limit** (``time_limit``, seconds): the job's run time summed over all its runs (a

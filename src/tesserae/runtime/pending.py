@@ -2,12 +2,13 @@
 the API show for a queued or preempted job.
 
 A waiting job's reason is the first rule of ``RULES`` that has one (a lifecycle control: held, a
-dependency, a retry's backoff), else what the resources say: "waiting for 4 GPUs (2 free)",
-"behind 3 jobs" (in queue 1 under Tiresias), or "next to start". Its position counts only the
-jobs that may be scheduled (1 = first), in the policy's order at the latest decision; jobs that
-arrived since come after, oldest first. A new kind of reason (a tenant queue's quota, say) is a
-rule appended to ``RULES``: a function of the job's row and the ``Queue`` that returns a sentence
-or None.
+dependency, a retry's backoff; then its tenant queue's quota at the latest decision, on a server
+with queues: "queue at its borrowing limit"), else what the resources say: "waiting for 4 GPUs
+(2 free)", "behind 3 jobs" (in queue 1 under Tiresias), or "next to start". Its position counts
+only the jobs that may be scheduled (1 = first), in the policy's order at the latest decision;
+jobs that arrived since come after, oldest first. A new kind of reason is a rule appended to
+``RULES``: a function of the job's row and the ``Queue`` that returns a sentence or None. This is
+the only source of a job view's ``pending_reason``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from tesserae.runtime import lifecycle
 from tesserae.runtime.store import RUNNABLE_STATES
+from tesserae.scheduler_queues import REASONS, WAIT_GPUS
 
 if TYPE_CHECKING:
     from tesserae.runtime.controller import Controller
@@ -39,6 +41,8 @@ class Queue:
     levels: dict[int, int] = field(default_factory=dict)
     #: Free GPUs of each type (for a job that asks for a type).
     free_by_type: dict[str, int] = field(default_factory=dict)
+    #: Why the tenant queues held each waiting job back at the latest decision (``tenancy``), by id.
+    tenant_reasons: dict[int, str] = field(default_factory=dict)
 
 
 Rule = Callable[[Any, Queue], "str | None"]
@@ -48,8 +52,28 @@ def lifecycle_rule(row: Any, queue: Queue) -> str | None:
     return lifecycle.blocked(row, queue.states, queue.now)
 
 
+def tenant_queue_rule(row: Any, queue: Queue) -> str | None:
+    return queue.tenant_reasons.get(int(row["id"]))
+
+
 #: Reasons that keep a job out of the decision, tried in order (the first sentence wins).
-RULES: list[Rule] = [lifecycle_rule]
+RULES: list[Rule] = [lifecycle_rule, tenant_queue_rule]
+
+
+def tenant_reasons(controller: Controller, waiting: list[Any]) -> dict[int, str]:
+    """The tenant queues' reason for each waiting job at the latest decision, where it is about the
+    queue (its share, its borrowing limit, a production job past the guarantee). Plain lack of free
+    GPUs is left to the resource reason, which says how many."""
+    tenancy = controller.tenancy
+    if tenancy is None:
+        return {}
+    out = {}
+    for row in waiting:
+        job_id = int(row["id"])
+        reason = tenancy.pending_reason(controller.scheduler, controller.table, job_id)
+        if reason and reason != REASONS[WAIT_GPUS]:
+            out[job_id] = reason
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +116,7 @@ def snapshot(controller: Controller, now: float | None = None) -> tuple[Queue, l
     waiting = store.query(f"SELECT * FROM jobs WHERE state IN ({','.join('?' * len(RUNNABLE_STATES))}) "
                           "AND cancel_requested=0 ORDER BY id", RUNNABLE_STATES)
     return Queue(time.time() if now is None else now, states, total, max(0, total - len(used)), order,
-                 levels, free_by_type), waiting
+                 levels, free_by_type, tenant_reasons(controller, waiting)), waiting
 
 
 def describe(controller: Controller, now: float | None = None) -> dict[int, Pending]:

@@ -1,13 +1,16 @@
 """Ray's token authentication, for ``tesserae server --executor ray --ray-address HOST:PORT``.
 
-Recent Ray turns token authentication on for a cluster whose head was started with a token
-(``ray start`` after ``ray get-auth-token --generate``, or ``RAY_AUTH_MODE=token``). A driver that
+Ray 2.5x turns token authentication on for a cluster whose head was started with a token (``ray
+start`` after ``ray get-auth-token --generate``, or with ``RAY_AUTH_MODE=token``). A driver that
 connects with ``address="auto"`` picks the token up by itself, but one given an explicit address
-never does, even with the token at hand: the GCS then answers ``InvalidAuthToken`` and
-``ray.init`` only says "Failed to connect". So before connecting to an explicit address the server
-turns token mode on whenever a token is available (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``
-or ``~/.ray/auth_token``; an explicit ``RAY_AUTH_MODE`` is respected), and a refused connection
-is reported in one line that names token authentication and where the token goes.
+does not (nor does a ``ray start --address`` worker: it needs ``RAY_AUTH_MODE=token`` and the
+token), even with the token at hand: the GCS then answers ``InvalidAuthToken`` some twenty times
+and ``ray.init`` only says "Failed to connect". So before connecting to an explicit address the
+server turns token mode on whenever a token is available (``RAY_AUTH_TOKEN``,
+``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``; an explicit ``RAY_AUTH_MODE`` is respected), which
+sets ``RAY_AUTH_MODE=token`` in its environment, as Ray does, so that what Ray starts from it
+inherits the mode; and a refused connection is reported in one line that names token
+authentication and what to set, before the server writes anything (``ray_connect`` runs first).
 
 The token stays the server's: jobs never see it (``job_env``), and the agents hold their own
 through Ray.
@@ -22,8 +25,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 MODE_VAR = "RAY_AUTH_MODE"
-HINT = ("give the server the cluster's token: export RAY_AUTH_TOKEN=... (print it with 'ray get-auth-token' on the "
-        "head node) or RAY_AUTH_TOKEN_PATH=FILE")
+HINT = ("give the server the cluster's token: export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=... (print it with "
+        "'ray get-auth-token' on the head node), or put it in ~/.ray/auth_token or RAY_AUTH_TOKEN_PATH=FILE")
 _AUTH_SIGNS = ("InvalidAuthToken", "Unauthenticated", "AuthenticationError", "authentication token")
 
 
@@ -76,6 +79,10 @@ def auth_failure(address: str, error: BaseException, logged: str, token_on: bool
     text = f"{type(error).__name__}: {error}\n{logged}"
     if not any(sign in text for sign in _AUTH_SIGNS):
         return None
+    mode = os.environ.get(MODE_VAR, "").strip()
+    if mode and mode.lower() != "token":
+        return (f"the Ray cluster at '{address}' uses token authentication (InvalidAuthToken) and {MODE_VAR}={mode} "
+                "here turns it off: " + HINT)
     if token_on and token_available():
         return (f"the Ray cluster at '{address}' refused this server's token (Ray token authentication: "
                 "InvalidAuthToken): the token here is not the cluster's; " + HINT)

@@ -60,8 +60,9 @@ def check_address(address: str | None) -> None:
                          field="ray-address") from None
 
 
-def join(ray: Any, address: str | None, virtual_gpus: int | None) -> bool:
-    """Join the Ray cluster at ``address``, or start a local instance (None); True when one was started."""
+def join(ray: Any, address: str | None, virtual_gpus: int | None, said: list[str] | None = None) -> bool:
+    """Join the Ray cluster at ``address``, or start a local instance (None); True when one was started.
+    What Ray's core wrote while connecting to ``address`` is appended to ``said`` (for ``ray_logs``)."""
     opts: dict[str, Any] = {"namespace": NAMESPACE, "include_dashboard": False, "log_to_driver": False,
                             "logging_level": logging.ERROR}
     if address is None:
@@ -73,11 +74,13 @@ def join(ray: Any, address: str | None, virtual_gpus: int | None) -> bool:
             raise InputError(f"cannot start a local Ray instance: {first_line(e)}") from None
         return True
     check_address(address)
-    _init_with_timeout(ray, address, opts)
+    logged = _init_with_timeout(ray, address, opts)
+    if said is not None:
+        said.append(logged)
     return False
 
 
-def _init_with_timeout(ray: Any, address: str, opts: dict[str, Any]) -> None:
+def _init_with_timeout(ray: Any, address: str, opts: dict[str, Any]) -> str:
     failure: list[BaseException] = []
     token_on = ray_auth.enable_token_auth()  # an explicit address never turns it on by itself (ray_auth)
 
@@ -98,3 +101,4 @@ def _init_with_timeout(ray: Any, address: str, opts: dict[str, Any]) -> None:
         auth = ray_auth.auth_failure(str(address), failure[0], "".join(logged), token_on)
         raise InputError(auth or f"cannot connect to the Ray cluster at '{address}': "
                                  f"{first_line(failure[0])}", field="ray-address")
+    return "".join(logged)

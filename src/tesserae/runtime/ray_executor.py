@@ -18,21 +18,29 @@ controller restart), ``ray_layout`` (pure: view, GPU identity, layout), ``ray_ag
   ids onto each new view.
 - **Runs.** A run is a gang of *parts*, one per node it spans: the node's agent starts the part's
   processes through ``ray_launcher`` with ``CUDA_VISIBLE_DEVICES`` for that node's GPUs of the run,
-  ``MASTER_ADDR`` (the rank-0 node's IP; 127.0.0.1 for a one-node run), ``MASTER_PORT`` (a port the
-  rank-0 agent found free), ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``LOCAL_WORLD_SIZE``,
-  ``NODE_RANK``/``NNODES``. Processes: ``--nproc`` split over the nodes in proportion to the run's
-  GPUs there, at least one per node (``ray_layout.split_processes``): ``--nproc`` = GPUs gives one
-  process per GPU, the default 1 gives one per node. Stop = SIGTERM to every part, SIGKILL after
+  ``MASTER_ADDR`` (the rank-0 node's Ray IP), ``MASTER_PORT`` (a port the rank-0 agent found free,
+  from ``--master-ports`` if given), ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` (each node's
+  interface that carries its Ray IP, unless the job sets them),
+  ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``LOCAL_WORLD_SIZE``, ``NODE_RANK``/``NNODES``.
+  Processes: ``--nproc`` split over the nodes in proportion to the run's GPUs there, at least one
+  per node (``ray_layout.split_processes``): ``--nproc`` = GPUs gives one process per GPU, the
+  default 1 gives one per node. Stop = SIGTERM to every part, SIGKILL after
   the grace period. When one part fails or is lost, the rest of the gang gets SIGTERM, then
   SIGKILL after the grace period; a lost part makes the whole run lost (the job is requeued and
   resumes from its checkpoint), otherwise the first failing part's code is the run's.
-- **Failure.** The controller polls the agents (one call per agent with running parts every
-  0.25 s, the others every 2 s; never blocking on a slow one) and ``ray.nodes()``. A node gone
-  from the alive nodes, or an agent that Ray says died (``RayActorError``), makes that node's
-  parts lost at once; the node leaves the view at the next decision; the other jobs keep running
-  untouched. The part launchers watch their agent and SIGKILL their job the moment it is gone,
-  and the controller kills any process of a lost part left on its own machine, so a requeued job
-  never runs twice at once.
+- **Failure and fencing.** The controller polls the agents (one call per agent with running parts
+  every 0.25 s, the others every 2 s; never blocking on a slow one) and ``ray.nodes()``. Every
+  part holds a lease that those polls renew (``ray_lease``, ``--ray-lease``); a part whose lease
+  runs out is killed on its node by its launcher (a partition, a stuck agent, a controller gone).
+  A node gone from the alive nodes, an agent that Ray says died, or one whose polls fail or go
+  unanswered (*unreachable*: it leaves the view until it answers) has its parts ended on
+  evidence: their launchers' exit records on the shared state folder (a launcher records its
+  part's end after killing it: the moment its agent is gone, or its lease is over), or else the
+  end of their lease (``GangBook.sweep``). Then the gang rule applies and the job is requeued; the
+  other jobs keep running untouched. So a crashed node's jobs are requeued within a second or so
+  of the crash, and a job on a node cut off from the controller is started elsewhere only once
+  its copy there has been stopped: a job never runs twice at once. A job's own checkpoint folder
+  is fenced too: ``tesserae.job`` refuses to write for a run older than the newest one started.
 - **Controller restarts.** Agents are *detached* and named after the state folder and the node,
   so a restarted controller finds them (``get_if_exists``) and adopts the runs they hold, as the
   local executor adopts its processes: jobs keep running across a controller restart. An agent
@@ -57,11 +65,12 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.core.cluster import Cluster
-from tesserae.runtime import job_files, procs, ray_connect, ray_recovery
+from tesserae.runtime import job_files, procs, ray_connect, ray_logs, ray_recovery
 from tesserae.runtime.executor import Adopted, Launch, NodeState, ViewChange
 from tesserae.runtime.gpus import Gpu
 from tesserae.runtime.ray_gangs import GangBook, RayRun, start_gang
 from tesserae.runtime.ray_layout import View, remap
+from tesserae.runtime.ray_lease import DEFAULT_LEASE, LeaseBook
 from tesserae.runtime.ray_nodes import AgentPoller, NodeRoster, kill_marked, marked_pids, node_states
 
 
@@ -71,28 +80,39 @@ class RayExecutor:
     name = "ray"
 
     def __init__(self, address: str | None, *, virtual_gpus: int | None = None, gpu_type: str = "v100",
-                 grace_seconds: float = 30.0, idle_seconds: float = 600.0,
-                 log: Callable[[str], None] | None = None, pass_env: tuple[str, ...] = ()) -> None:
+                 grace_seconds: float = 30.0, idle_seconds: float = 600.0, lease_seconds: float = DEFAULT_LEASE,
+                 log: Callable[[str], None] | None = None, pass_env: tuple[str, ...] = (),
+                 split_logs: bool = False, master_ports: tuple[int, int] | None = None) -> None:
         self.ray = ray_connect.require_ray()
+        #: Send Ray's own messages to STATE/ray.log once the state folder is open (the server's; ``ray_logs``).
+        self.split_logs = split_logs
+        self._said: list[str] = []
         #: Variables of each node's environment that jobs get besides the allowlisted base (``job_env``).
         self.pass_env = pass_env
         self.address = address
         self.virtual_gpus = virtual_gpus
         self.log = log or (lambda msg: None)
         self.started_ray = False
+        self.leases = LeaseBook(lease_seconds)
         self.roster = NodeRoster(self.ray, gpu_type.lower(), idle_seconds, self.log, self._node_gone)
-        self.gangs = GangBook(self.ray, self.roster, grace_seconds, self.log)
-        self.poller = AgentPoller(self.ray, self.roster, self.log, self.gangs.note)
+        self.gangs = GangBook(self.ray, self.roster, grace_seconds, self.log, self.leases)
+        self.gangs.master_ports = master_ports
+        self.poller = AgentPoller(self.ray, self.roster, self.log, self.gangs.note, self.leases, self.gangs.held)
 
     def _node_gone(self, node_id: str, why: str) -> None:
         info = self.roster.drop(node_id)
         self.poller.forget(node_id)
-        lost = self.gangs.lose_node(node_id)
+        pending = self.gangs.lose_node(node_id)
         where = f" ({info.ip})" if info is not None else ""
-        self.log(f"ray: node {node_id[:12]}{where} {why}" + (f"; {lost} run part(s) on it are lost" if lost else ""))
+        then = f"; {pending} run part(s) on it end once their exit records show or their lease is over"
+        self.log(f"ray: node {node_id[:12]}{where} {why}" + (then if pending else ""))
 
     def _sync(self) -> None:
-        self.poller.sync(self.gangs.busy_nodes())
+        now = time.monotonic()
+        self.poller.sync(self.gangs.busy_nodes(), now)
+        for node_id in self.gangs.sweep(now, self.poller.late(now)):
+            self.poller.suspect(node_id, now)
+        ray_recovery.record_renewals(self.gangs, now)
 
     # ------------------------------------------------------------------ the view
     @property
@@ -104,7 +124,7 @@ class RayExecutor:
         return self.roster.view.cluster
 
     def nodes(self) -> list[NodeState]:
-        return node_states(self.roster.view, self.roster.ready)
+        return node_states(self.roster.view, self.roster.ready, self.roster.unreachable)
 
     def watch(self, now: float) -> bool:
         """Called by the controller every tick: poll (throttled); True when nodes joined or left."""
@@ -166,12 +186,19 @@ class RayExecutor:
         exit: every part's launcher then saw its processes end (a lost part's are looked for)."""
         if exit_recorded:
             return []
-        pids = marked_pids(self.ray, self.roster.agents.values(), marker)
+        pids = marked_pids(self.ray, self._answering(), marker)
         return sorted(set(pids) | set(procs.pids_with_marker(marker)))
 
     def kill_marker(self, marker: str) -> None:
-        kill_marked(self.ray, self.roster.agents.values(), marker)
+        kill_marked(self.ray, self._answering(), marker)
         procs.kill_pids(procs.pids_with_marker(marker))
+
+    def _answering(self) -> list[Any]:
+        """The agents of the nodes that answer (an unreachable one's parts are fenced by their lease). A node
+        whose poll is late is left out too: a crashed node's dead agent would hold the controller up to
+        ``ray.get``'s timeout, and its parts end only on their exit records or leases anyway."""
+        skip = self.roster.unreachable | self.poller.late(time.monotonic())
+        return [a for n, a in self.roster.agents.items() if n not in skip]
 
     def release(self, marker: str) -> None:
         """Nothing left to free: a run's records went when its end was read (``exit_code``)."""
@@ -184,12 +211,16 @@ class RayExecutor:
         """Join the Ray cluster (or start a local one). The server does it before it writes anything, so a
         cluster it cannot join leaves no state folder behind."""
         if not self.ray.is_initialized():
-            self.started_ray = ray_connect.join(self.ray, self.address, self.virtual_gpus)
+            self.started_ray = ray_connect.join(self.ray, self.address, self.virtual_gpus, self._said)
 
     def open(self, state_dir: Path, store: Any, wait_seconds: float = 30.0) -> None:
         """Join the Ray cluster (if not yet), then bring up the agents of its GPU nodes."""
         self.prepare()
+        if self.split_logs:
+            path = ray_logs.divert(state_dir, "".join(self._said))
+            self.log(f"ray: Ray's own messages go to {path}")
         self.gangs.open(store)
+        ray_recovery.inherit_renewals(self.gangs)
         self.roster.bring_up(state_dir, wait_seconds, self.describe_location())
 
     def close(self) -> str:
@@ -211,7 +242,8 @@ class RayExecutor:
 
     def info(self) -> dict[str, Any]:
         kind = "virtual" if self.roster.view.gpus[0].virtual else "NVML"
-        return {"gpu_source": f"ray ({kind})", "ray_address": self.address or "local"}
+        return {"gpu_source": f"ray ({kind})", "ray_address": self.address or "local",
+                "ray_lease_seconds": self.leases.lease}
 
     def describe_location(self) -> str:
         return "a local Ray instance" if self.address is None else f"the Ray cluster at {self.address}"

@@ -6,14 +6,21 @@ layout (its parts' plans and folders, its world size) is recorded in the store (
 
 Starting (``start_gang``): the rank-0 node's agent finds a free port; each node's agent starts its
 part through ``ray_launcher`` with ``CUDA_VISIBLE_DEVICES`` for that node's GPUs of the run,
-``MASTER_ADDR`` (the rank-0 node's IP; 127.0.0.1 for a one-node run), ``MASTER_PORT``,
+``MASTER_ADDR`` (the rank-0 node's Ray IP), ``MASTER_PORT`` (from ``master_ports`` if set),
 ``NODE_RANK``/``NNODES`` (the launcher sets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/
 ``LOCAL_WORLD_SIZE`` per process). Processes: ``--nproc`` split over the nodes in proportion to
 the run's GPUs there (``ray_layout.split_processes``).
 
 The gang rule (``GangBook.evaluate``): when one part fails or is lost, the rest get SIGTERM, then
 SIGKILL after the grace period; a lost part makes the whole run lost (the job is requeued and
-resumes from its checkpoint), otherwise the first failing part's code is the run's. Logs are not
+resumes from its checkpoint), otherwise the first failing part's code is the run's.
+
+Fencing (``GangBook.sweep``): a part on a node that is gone or unreachable ends only on evidence
+that nothing of it runs any more: its launcher's exit record on the shared state folder (written
+after its processes were killed; read as soon as a poll of the node is late, so a crash is seen
+in about a second), or else the end of its lease (``ray_lease``: by then its launcher has killed
+it, or the agent has). Until then the run holds its GPUs and its job is not
+started elsewhere, so a job never runs twice at once, partition or not. Logs are not
 streamed: rank 0's part appends to the job's ``output.log``, the others write
 ``runs/RUN/part-K/output.log``.
 """
@@ -24,7 +31,7 @@ import contextlib
 import json
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +41,7 @@ from tesserae.runtime.executor import Launch
 from tesserae.runtime.ray_agent import PART_VAR
 from tesserae.runtime.ray_connect import first_line
 from tesserae.runtime.ray_layout import PartPlan, View, aggregate_exit, plan_parts
+from tesserae.runtime.ray_lease import LeaseBook
 from tesserae.runtime.ray_nodes import CALL_TIMEOUT, NodeRoster
 
 _TABLE = "CREATE TABLE IF NOT EXISTS ray_runs (run_dir TEXT PRIMARY KEY, layout TEXT NOT NULL)"
@@ -96,8 +104,11 @@ def fence_local(part_dir: str) -> None:
 class GangBook:
     """The runs this executor holds (by marker, and by part folder), their recorded layouts, the gang rule."""
 
-    def __init__(self, ray: Any, roster: NodeRoster, grace: float, log: Callable[[str], None]) -> None:
-        self.ray, self.roster, self.grace, self.log = ray, roster, grace, log
+    def __init__(self, ray: Any, roster: NodeRoster, grace: float, log: Callable[[str], None],
+                 leases: LeaseBook) -> None:
+        self.ray, self.roster, self.grace, self.log, self.leases = ray, roster, grace, log, leases
+        #: Where MASTER_PORT is taken from (``--master-ports``; None: any free port).
+        self.master_ports: tuple[int, int] | None = None
         self.store: Any = None
         self.runs: dict[str, RayRun] = {}
         self._by_part: dict[str, tuple[RayRun, RunPart]] = {}
@@ -144,6 +155,10 @@ class GangBook:
         """The nodes with a live part of a run not yet ended."""
         return {p.plan.node_id for run in self.runs.values() if run.result is None for p in run.parts if not p.ended}
 
+    def held(self, node_id: str) -> list[str]:
+        """The folders of the parts on ``node_id`` that have not ended: those whose leases this controller renews."""
+        return [d for d, (_run, p) in self._by_part.items() if p.plan.node_id == node_id and not p.ended]
+
     def note(self, part_dir: str, st: dict[str, Any]) -> None:
         """An agent's word on a part (``NodeAgent.poll``)."""
         entry = self._by_part.get(part_dir)
@@ -151,19 +166,39 @@ class GangBook:
             entry[1].end(st.get("code"), st.get("time"), bool(st.get("orphaned")))
 
     def lose_node(self, node_id: str) -> int:
-        """The node is gone: its parts end with their exit record, or as lost. Returns how many were lost."""
-        lost = 0
-        for _run, part in list(self._by_part.values()):
-            if part.plan.node_id != node_id or part.ended:
+        """The node is gone: how many of its parts have not ended (``sweep`` ends them, on evidence)."""
+        return sum(1 for _run, p in self._by_part.values() if p.plan.node_id == node_id and not p.ended)
+
+    def sweep(self, now: float, late: Collection[str] = ()) -> set[str]:
+        """End the parts on nodes that are gone or unreachable, on evidence (see the module docstring).
+        On ``late`` nodes (a poll unanswered for longer than usual) an exit record already ends a part: a
+        crashed node's launchers record theirs long before the node counts as unreachable. Returns the
+        late nodes where a part was found stopped on its node (its launcher saw the agent go, or its lease
+        end): nothing new should start there."""
+        out_of_reach = self.roster.unreachable
+        suspects: set[str] = set()
+        for run, part in list(self._by_part.values()):
+            node_id = part.plan.node_id
+            if part.ended:
+                continue
+            suspect = node_id not in self.roster.agents or node_id in out_of_reach
+            if not suspect and node_id not in late:
                 continue
             rec = ray_launcher.read_exit(part.part_dir)
-            if rec is not None and not rec["orphaned"]:
-                part.end(int(rec["code"]), float(rec["time"]), False)  # type: ignore[arg-type]
-            else:
+            if rec is not None:
+                orphaned = bool(rec["orphaned"])
+                part.end(None if orphaned else int(rec["code"]), float(rec["time"]), orphaned)  # type: ignore[arg-type]
+                if orphaned and rec.get("why"):
+                    self.log(f"ray: part {part.plan.index} of {run.marker} on node {node_id[:12]} was stopped on its "
+                             f"node: {rec['why']}")
+                if orphaned and not suspect:
+                    suspects.add(node_id)
+            elif suspect and now >= self.leases.expiry(node_id):
                 part.end(None, None, True)
-                lost += 1
-            fence_local(part.part_dir)
-        return lost
+                self.log(f"ray: part {part.plan.index} of {run.marker} on node {node_id[:12]}: its lease is over "
+                         "and its node has not answered; written off")
+                fence_local(part.part_dir)
+        return suspects
 
     def regid(self, view: View) -> None:
         """A new view is committed: the runs' global GPU ids in it."""
@@ -196,9 +231,10 @@ class GangBook:
         return False
 
     def _by_node(self, run: RayRun) -> dict[str, list[str]]:
+        """The parts of ``run`` not ended, by node, on the nodes that answer (calling others would only wait)."""
         out: dict[str, list[str]] = {}
         for p in run.parts:
-            if not p.ended:
+            if not p.ended and p.plan.node_id not in self.roster.unreachable:
                 out.setdefault(p.plan.node_id, []).append(p.part_dir)
         return out
 
@@ -237,14 +273,19 @@ def start_gang(book: GangBook, launch: Launch, pass_env: tuple[str, ...]) -> Ray
     port = None
     if rank0 is not None:
         try:
-            port = int(ray.get(rank0.free_port.remote(), timeout=CALL_TIMEOUT))
+            port = ray.get(rank0.free_port.remote(book.master_ports), timeout=CALL_TIMEOUT)
         except Exception as e:
             log(f"ray: the agent on node {parts[0].plan.node_id[:12]} did not answer: {first_line(e)}")
+        else:
+            if port is None:
+                lo, hi = book.master_ports or (0, 0)
+                log(f"ray: no free port in {lo}-{hi} (--master-ports) on node {parts[0].plan.ip}; the run is "
+                    "requeued")
     if port is None:
         for p in parts:
             p.end(None, None, True)
         return run
-    master = "127.0.0.1" if len(parts) == 1 else parts[0].plan.ip
+    master = parts[0].plan.ip  # the rank-0 node's Ray address, also for a one-node run
     refs: dict[int, Any] = {}
     for p in parts:
         agent = agents.get(p.plan.node_id)
@@ -258,7 +299,8 @@ def start_gang(book: GangBook, launch: Launch, pass_env: tuple[str, ...]) -> Ray
         refs[q.index] = agent.spawn.remote({"part_dir": p.part_dir, "log": out, "cwd": str(launch.cwd),
                                             "argv": launch.argv, "env": env, "pass_env": list(pass_env),
                                             "marker": marker, "nproc": q.nproc, "first_rank": q.first_rank,
-                                            "world": world})
+                                            "world": world, "node_ip": q.ip,
+                                            "renewal": book.leases.renewal(q.node_id)})
     if refs:
         ray.wait(list(refs.values()), num_returns=len(refs), timeout=CALL_TIMEOUT)
     errors = []

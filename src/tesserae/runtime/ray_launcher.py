@@ -1,6 +1,6 @@
 """The launcher of one part of a run on a Ray node (the ``ray`` executor's counterpart of ``launcher``).
 
-    python -I ray_launcher.py PART_DIR LOG NPROC FIRST_RANK WORLD_SIZE AGENT_PID AGENT_TICKS -- CMD ARGS...
+    python -I ray_launcher.py PART_DIR LOG NPROC FIRST_RANK WORLD_SIZE AGENT_PID AGENT_TICKS LEASE_FILE -- CMD ARGS...
 
 The node's agent actor starts it. It detaches at once (fork, ``setsid``; the intermediate
 process prints the launcher's pid on stdout and exits), so it is not a child of the Ray worker:
@@ -12,11 +12,15 @@ Like ``launcher``, and with the same code (``supervise``): SIGTERM/SIGINT are fo
 copies; when one copy fails the others get SIGTERM, then SIGKILL after a grace; when all have
 exited the exit code is written to ``PART_DIR/exit.json`` (atomically) and the launcher exits with it.
 
-Unlike it, it watches its agent (pid and kernel start time): when the agent is gone (its node
-left the Ray cluster, or the actor died) the run is written off by the controller and will be
-restarted elsewhere from its checkpoint, so this part must stop writing at once: the launcher
-records ``"orphaned": true`` in ``exit.json`` and SIGKILLs its process group and every process
-carrying the part's marker (``TESSERAE_RAY_PART``).
+Unlike it, it watches its agent (pid and kernel start time) and its lease (``ray_lease``: the end
+of the part's lease in the agent's node-local LEASE_FILE), every 0.25 s. When the agent is gone
+(its node left the Ray cluster, or the actor died) or the lease ran out (no renewal from the
+controller for a lease: a partition, a stuck agent), the controller writes the part off and will
+restart the job elsewhere from its checkpoint, so this part must stop at once: the launcher
+SIGKILLs its copies and every process carrying the part's marker (``TESSERAE_RAY_PART``), waits
+until they are gone, records ``"orphaned": true`` (and why) in ``exit.json``, and ends its own
+process group. The record comes after the kill, so the controller may take it as proof that
+nothing of the part still runs.
 
 Standard library only (and the runtime's standard-library-only ``procs`` and ``supervise``; nothing
 of Ray): it starts in a few tens of milliseconds, detached from the Ray worker.
@@ -24,25 +28,31 @@ of Ray): it starts in a few tens of milliseconds, detached from the Ray worker.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 
 from tesserae.runtime import procs
+from tesserae.runtime.ray_lease import held_until
 from tesserae.runtime.supervise import EXIT_FILE, Copies, status_code, write_exit
 
 PART_VAR = "TESSERAE_RAY_PART"  # set by the agent: the part folder, in every process of the part
 _WATCH_INTERVAL = 0.25
+#: How long the launcher waits for its killed processes to be gone before it records the part's end.
+_KILL_WAIT = 5.0
 
 
 def read_exit(part_dir: str) -> dict[str, object] | None:
-    """The record of a part's end: ``{"code", "time", "orphaned"}``, or None if it wrote none."""
+    """The record of a part's end: ``{"code", "time", "orphaned", "why"}``, or None if it wrote none."""
     try:
         with open(os.path.join(part_dir, EXIT_FILE)) as f:
-            doc = json.load(f)
-        return {"code": int(doc["code"]), "time": float(doc["time"]), "orphaned": bool(doc.get("orphaned"))}
+            doc = json.loads(f.read(1 << 16))
+        return {"code": int(doc["code"]), "time": float(doc["time"]), "orphaned": bool(doc.get("orphaned")),
+                "why": str(doc.get("why", ""))[:200]}
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -66,9 +76,31 @@ def _detach(log: str) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
 
 
-def _agent_watch(part_dir: str, agent_pid: int, agent_ticks: int | None) -> Callable[[float], None]:
-    """A ``Copies.wait`` watch: the moment the agent is gone, record the part as orphaned and SIGKILL it
-    (every process with its part marker, then this launcher's own process group, itself included)."""
+def fence(copies: Copies, part_dir: str, why: str) -> None:
+    """Stop this part at once (see the module docstring): kill, wait until gone, record, end the group."""
+    print(f"tesserae: {why}; stopping this part at once", flush=True)
+    marker = os.environ.get(PART_VAR)
+    for child in copies.children.values():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            child.kill()
+    deadline = time.monotonic() + _KILL_WAIT
+    while time.monotonic() < deadline:
+        left = procs.pids_with_marker(marker, PART_VAR) if marker else []
+        procs.kill_pids(left)
+        for pid in list(copies.children):
+            with contextlib.suppress(ChildProcessError):
+                if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                    copies.children.pop(pid)
+        if not left and not copies.children:
+            break
+        time.sleep(0.02)
+    write_exit(part_dir, -signal.SIGKILL, orphaned=True, why=why)
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+
+
+def _watch(copies: Copies, part_dir: str, agent_pid: int, agent_ticks: int | None,
+           lease_file: str) -> Callable[[float], None]:
+    """A ``Copies.wait`` watch (every ``_WATCH_INTERVAL``): the agent still there, the lease still held."""
     next_watch = [0.0]
 
     def watch(now: float) -> None:
@@ -76,31 +108,31 @@ def _agent_watch(part_dir: str, agent_pid: int, agent_ticks: int | None) -> Call
             return
         next_watch[0] = now + _WATCH_INTERVAL
         if not procs.alive(agent_pid, agent_ticks):
-            print(f"tesserae: the node's agent (pid {agent_pid}) is gone; stopping this part at once", flush=True)
-            write_exit(part_dir, -signal.SIGKILL, orphaned=True)
-            if PART_VAR in os.environ:
-                procs.kill_pids(procs.pids_with_marker(os.environ[PART_VAR], PART_VAR))
-            os.killpg(os.getpgrp(), signal.SIGKILL)
+            fence(copies, part_dir, f"the node's agent (pid {agent_pid}) is gone")
+        until = held_until(lease_file, part_dir)
+        if until is None or time.monotonic() > until:
+            fence(copies, part_dir, "this part's lease ran out (no word from the controller)" if until is not None
+                  else "this part holds no lease")
 
     return watch
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) < 9 or argv[7] != "--":
-        print("usage: ray_launcher.py PART_DIR LOG NPROC FIRST_RANK WORLD_SIZE AGENT_PID AGENT_TICKS -- CMD...",
-              file=sys.stderr)
+    if len(argv) < 10 or argv[8] != "--":
+        print("usage: ray_launcher.py PART_DIR LOG NPROC FIRST_RANK WORLD_SIZE AGENT_PID AGENT_TICKS LEASE_FILE "
+              "-- CMD...", file=sys.stderr)
         return 2
     part_dir, log = argv[0], argv[1]
     nproc, first_rank, world = int(argv[2]), int(argv[3]), int(argv[4])
     agent_pid, agent_ticks = int(argv[5]), (int(argv[6]) if argv[6] != "-" else None)
-    cmd = argv[8:]
+    lease_file, cmd = argv[7], argv[9:]
     _detach(log)
     copies = Copies()
     copies.catch_signals()
     envs = [{**os.environ, "RANK": str(first_rank + i), "LOCAL_RANK": str(i), "WORLD_SIZE": str(world),
              "LOCAL_WORLD_SIZE": str(nproc)} for i in range(nproc)]
     copies.start(cmd, envs)
-    code = copies.wait(_agent_watch(part_dir, agent_pid, agent_ticks))
+    code = copies.wait(_watch(copies, part_dir, agent_pid, agent_ticks, lease_file))
     write_exit(part_dir, code, orphaned=False)
     return status_code(code)
 

@@ -8,8 +8,9 @@ a dependency, a retry's backoff), and calls ``Scheduler.decide`` with the runnin
 
 Before it, the executor's new view of the cluster is taken, if it has one (nodes joined or left):
 the Scheduler is rebuilt on it (same policy and placement objects, so their per-job state
-carries over) and the running jobs' GPU ids are remapped onto it. Applying the Plan is
-``apply``'s.
+carries over) and the running jobs' GPU ids are remapped onto it; and a tenant queue config
+replaced over the API (``tenancy``) is put into the scheduler. After it, the predictor (if any)
+takes a copy of the state to predict start times from. Applying the Plan is ``apply``'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -30,6 +31,10 @@ from tesserae.runtime.executor import Executor
 from tesserae.runtime.runs import Live, RunBook
 from tesserae.runtime.store import ACTIVE_STATES, FINAL_STATES, Store
 from tesserae.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from tesserae.runtime.prediction import Predictor
+    from tesserae.runtime.tenancy import RuntimeQueues
 
 #: Work (iterations) of a job that declared none: real schedulers such as Tiresias do not need it.
 UNKNOWN_WORK = 1e12
@@ -97,6 +102,10 @@ class Rounds:
         self.retry_due = math.inf
         #: Called with the new Cluster when the executor's view changed (the server's info).
         self.on_cluster_change: Callable[[Cluster], None] | None = None
+        #: Tenant queues (``tenancy.RuntimeQueues``): a new config is installed before a decision.
+        self.tenancy: RuntimeQueues | None = None
+        #: Predicted starts (``prediction.Predictor``): handed the state after every decision.
+        self.predictor: Predictor | None = None
 
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
         """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
@@ -108,7 +117,8 @@ class Rounds:
         specs = [JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]),
                          str(r["job_type"]) if r["job_type"] in known else "generic",
                          float(r["iterations"] or r["total_reported"] or UNKNOWN_WORK), None, str(r["user"]),
-                         1.0, str(r["name"]), gpu_type=r["gpu_type"]) for r in rows]
+                         1.0, str(r["name"]), queue=str(r["queue"]), priority_class=str(r["priority_class"]),
+                         gpu_type=r["gpu_type"]) for r in rows]
         table = self.table_for(specs)
         row_of = {int(r["id"]): i for i, r in enumerate(rows)}
         running = self.runs.running()
@@ -142,6 +152,8 @@ class Rounds:
 
     def decide(self, now: float) -> tuple[Plan, JobTable] | None:
         """One decision: the Plan and the table it names rows of; None when no job is active."""
+        if self.tenancy is not None:
+            self.tenancy.install(self.scheduler)  # a config replaced over the API, between decisions
         table, active, previous = self.build_table(now)
         rel = now - self.epoch
         for job_id in self.runs.finished:
@@ -160,6 +172,8 @@ class Rounds:
         running_rows = np.fromiter(plan.assignments, dtype=np.int64, count=len(plan.assignments))
         ev = self.scheduler.policy.next_event(table, active, running_rows, rel)
         self.next_event = min(self.epoch + ev if ev > rel else math.inf, self.retry_due)
+        if self.predictor is not None:  # it copies the state here and simulates it in a thread of its own
+            self.predictor.after_decision(self.epoch, rel, table, active, plan.assignments, self.scheduler)
         return plan, table
 
     def take_view(self) -> bool:
@@ -185,7 +199,7 @@ class Rounds:
             return False
         s = self.scheduler
         self.cluster = change.cluster
-        self.scheduler = Scheduler(change.cluster, s.policy, s.placement, s.model, s.config)
+        self.scheduler = Scheduler(change.cluster, s.policy, s.placement, s.model, s.config, queues=s.queues)
         self.log(f"cluster: now {change.cluster.describe()} ({change.cluster.num_gpus} GPUs)")
         self.store.event(None, "cluster", {"cluster": change.cluster.describe(), "gpus": change.cluster.num_gpus})
         if self.on_cluster_change is not None:

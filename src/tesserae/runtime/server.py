@@ -53,6 +53,8 @@ class ServerOptions:
     run: RunSpec
     executor: str = "local"
     ray_address: str | None = None
+    ray_lease: float | None = None
+    master_ports: str | None = None
     virtual_gpus: int | None = None
     gpu_type: str = "v100"
     host: str = "127.0.0.1"
@@ -71,6 +73,10 @@ class ServerOptions:
     ready_file: Path | None = None
     new_store: bool = False
     log_to_state: bool = False
+    #: Server config file (YAML): tenant queues (``queues``, ``default_queue``); see ``tesserae.queue_file``.
+    config: Path | None = None
+    #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.prediction``).
+    predict_restart_seconds: float = 1.0
 
 
 def say(msg: str) -> None:
@@ -126,6 +132,9 @@ def _check_options(opts: ServerOptions) -> tuple[str, ...]:
         raise InputError(f"unknown executor '{opts.executor}'; choose local or ray", field="executor")
     if opts.executor == "local" and opts.ray_address is not None:
         raise InputError("--ray-address goes with --executor ray", field="ray-address")
+    for name, value in (("ray-lease", opts.ray_lease), ("master-ports", opts.master_ports)):
+        if opts.executor == "local" and value is not None:
+            raise InputError(f"--{name} goes with --executor ray", field=name)
     if opts.cgroups not in ("auto", "off"):
         raise InputError(f"--cgroups is auto or off, not '{opts.cgroups}'", field="cgroups")
     try:
@@ -144,8 +153,16 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
         if opts.ray_address is not None and opts.virtual_gpus is not None:
             raise InputError("--virtual-gpus declares the GPUs of a local Ray instance; on a Ray cluster declare "
                              "them per node with 'ray start --num-gpus N'", field="virtual-gpus")
+        from tesserae.runtime.node_net import parse_ports
+        from tesserae.runtime.ray_lease import DEFAULT_LEASE
+
+        try:
+            ports = None if opts.master_ports is None else parse_ports(opts.master_ports)
+        except ValueError as e:
+            raise InputError(str(e), field="master-ports") from None
         ray = RayExecutor(opts.ray_address, virtual_gpus=opts.virtual_gpus, gpu_type=opts.gpu_type,
-                          grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env)
+                          grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env,
+                          lease_seconds=opts.ray_lease or DEFAULT_LEASE, split_logs=True, master_ports=ports)
         ray.check_address()
         return ray
     from tesserae.runtime.gpus import discover
@@ -158,8 +175,10 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
 def serve(opts: ServerOptions) -> None:
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime import isolation as iso
+    from tesserae.runtime import tenancy as tenancy_mod
     from tesserae.runtime.api import create_app
     from tesserae.runtime.controller import Controller, ControllerConfig
+    from tesserae.runtime.prediction import Predictor
     from tesserae.runtime.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
     from tesserae.sim.runner import build_scheduler
 
@@ -168,6 +187,8 @@ def serve(opts: ServerOptions) -> None:
     model = load_profile(opts.profile)
     # Built as soon as the executor knows its cluster (the local one does now): a bad option leaves nothing behind.
     scheduler = None if executor.cluster is None else build_scheduler(executor.cluster, model, opts.run)
+    if executor.cluster is not None and opts.config is not None:  # a bad config file is refused before anything
+        tenancy_mod.check_config(opts.config, executor.cluster.gpus_by_type, opts.run.policy)  # is written
     isolation = iso.resolve(job_user=opts.job_user, user_map=opts.user_map, same_user=opts.insecure_same_user,
                             executor=opts.executor)
     executor.prepare()
@@ -186,10 +207,18 @@ def serve(opts: ServerOptions) -> None:
     assert cluster is not None  # an executor that finds no GPU refuses to open
     if scheduler is None:
         scheduler = build_scheduler(cluster, model, opts.run)
+    tenancy = tenancy_mod.start_queues(folder.store, cluster.gpus_by_type, opts.run.policy, opts.run.options(),
+                                       opts.config)
     controller = Controller(folder.store, executor, scheduler, cluster, state,
                             ControllerConfig(round_seconds=opts.run.round_seconds, grace_seconds=opts.grace_seconds,
                                              event_driven=opts.event_driven, tick=opts.tick),
                             isolation=isolation, job_root=folder.job_root, reserve_job_id=folder.sidecar.reserve)
+    controller.tenancy = tenancy
+    controller.predictor = Predictor(opts.run.round_seconds, opts.event_driven,
+                                     restart_seconds=opts.predict_restart_seconds, policy_options=opts.run.options())
+    if tenancy is not None and tenancy.tree is not None:
+        tenancy.install(scheduler)
+        say(f"{len(tenancy.tree.leaves)} tenant queue(s) from {tenancy.source}")
     info: dict[str, Any] = {
         "executor": executor.name, "policy": opts.run.policy, "placement": opts.run.placement,
         "packing": opts.run.packing, "round_seconds": opts.run.round_seconds, "event_driven": opts.event_driven,

@@ -34,7 +34,7 @@ from tesserae.core.errors import InputError
 from tesserae.runtime.store_integrity import new_store_id
 
 DB_NAME = "tesserae.db"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 TOKEN_PREFIX = "tsr_"
 
 JOB_STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -88,6 +88,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     cancel_requested INTEGER NOT NULL DEFAULT 0,
     idempotency_key TEXT,
     request_hash TEXT,
+    queue TEXT NOT NULL DEFAULT '',
+    priority_class TEXT NOT NULL DEFAULT 'normal',
     time_limit REAL,
     retries INTEGER NOT NULL DEFAULT 0,
     retry_backoff REAL NOT NULL DEFAULT 10,
@@ -132,29 +134,20 @@ CREATE TABLE IF NOT EXISTS events (
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 """
-#: Version N -> N+1. 1 -> 2: submissions carry an idempotency key. 2 -> 3: lifecycle controls
+#: The columns version N -> N+1 adds to ``jobs``. 1 -> 2: submissions carry an idempotency key.
+#: 2 -> 3: jobs belong to a tenant queue and a priority class. 3 -> 4: lifecycle controls
 #: (``lifecycle``: time limit, retries, hold, dependencies, arrays, resubmission) and resource requests
-#: (a GPU type, CPUs, memory: ``resources``).
-_MIGRATIONS = {
-    1: """
-ALTER TABLE jobs ADD COLUMN idempotency_key TEXT;
-ALTER TABLE jobs ADD COLUMN request_hash TEXT;
-""",
-    2: """
-ALTER TABLE jobs ADD COLUMN time_limit REAL;
-ALTER TABLE jobs ADD COLUMN retries INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN retry_backoff REAL NOT NULL DEFAULT 10;
-ALTER TABLE jobs ADD COLUMN retries_used INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN retry_at REAL;
-ALTER TABLE jobs ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
-ALTER TABLE jobs ADD COLUMN after TEXT NOT NULL DEFAULT '[]';
-ALTER TABLE jobs ADD COLUMN array_job INTEGER;
-ALTER TABLE jobs ADD COLUMN array_index INTEGER;
-ALTER TABLE jobs ADD COLUMN resubmit_of INTEGER;
-ALTER TABLE jobs ADD COLUMN gpu_type TEXT;
-ALTER TABLE jobs ADD COLUMN cpus REAL;
-ALTER TABLE jobs ADD COLUMN memory_mb INTEGER;
-""",
+#: (a GPU type, CPUs, memory: ``resources``). A column already there is not added again: a version-3
+#: store written by the lifecycle branch before it met the queues has the 3 -> 4 columns and lacks the
+#: 2 -> 3 ones, so every step's missing columns are added whatever version the store says it is.
+_MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
+    1: (("idempotency_key", "TEXT"), ("request_hash", "TEXT")),
+    2: (("queue", "TEXT NOT NULL DEFAULT ''"), ("priority_class", "TEXT NOT NULL DEFAULT 'normal'")),
+    3: (("time_limit", "REAL"), ("retries", "INTEGER NOT NULL DEFAULT 0"),
+        ("retry_backoff", "REAL NOT NULL DEFAULT 10"), ("retries_used", "INTEGER NOT NULL DEFAULT 0"),
+        ("retry_at", "REAL"), ("held", "INTEGER NOT NULL DEFAULT 0"), ("after", "TEXT NOT NULL DEFAULT '[]'"),
+        ("array_job", "INTEGER"), ("array_index", "INTEGER"), ("resubmit_of", "INTEGER"),
+        ("gpu_type", "TEXT"), ("cpus", "REAL"), ("memory_mb", "INTEGER")),
 }
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS jobs_finish ON jobs(finish_time);
@@ -225,8 +218,11 @@ class Store:
                 self._conn.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)",
                                    (self._first_job_id - 1,))
         elif int(row[0]) in _MIGRATIONS:
-            for version in range(int(row[0]), SCHEMA_VERSION):
-                self._run_script(_MIGRATIONS[version])
+            present = {column["name"] for column in self._conn.execute("PRAGMA table_info(jobs)")}
+            for version in sorted(_MIGRATIONS):
+                for name, declaration in _MIGRATIONS[version]:
+                    if name not in present:
+                        self._conn.execute(f"ALTER TABLE jobs ADD COLUMN {name} {declaration}")
             self._conn.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
         elif int(row[0]) != SCHEMA_VERSION:
             raise InputError(f"{self.path} has schema version {row[0]}; this Tesserae reads version "

@@ -47,6 +47,7 @@ def insert_jobs(store: Store, reserve: Callable[[int], None], columns: dict[str,
         if index is not None:
             store.execute("UPDATE jobs SET array_job=? WHERE id=?", (ids[0] if ids else job_id, job_id))
         store.event(job_id, "submitted", {"by": columns["user"], "gpus": columns["num_gpus"],
+                                          **({"queue": columns["queue"]} if columns.get("queue") else {}),
                                           **({} if index is None else {"array_index": index})},
                     columns["submit_time"])
         ids.append(job_id)

@@ -20,17 +20,31 @@ A *unit* is a job (its row) or, with packing, a pair of jobs with the same GPU c
 - **Deficit**, the tie-break: on every reset, += X * (time since the last reset) - time received.
 
 The allocation itself comes from the subclass (``_allocate``). The result of a decision is advice
-for the placement: the type of every job that runs (``type_preference``) and the pairs
-(``pair_preference``); the placement reports back where jobs ran (``record_round``).
+for the placement (``tesserae.core.advice``): the type of every job that runs, the allocation X of
+every unit with each unit's deficit against it (for a placement that realises X over rounds), the
+pairs, and, without packing, the units that do not run ranked by priority (the overflow a packing
+placement may pair with running jobs). What ran comes back as a ``RanReport`` (``credit``): time is
+credited to the type a unit actually ran on, and a pair the placement formed on its own (a job of
+a plain policy sharing GPUs) credits each job.
+
+The deficit in the advice is the placement's share of the job: of the time a unit has run since
+the reset, X[u, t] / sum_t X[u, t] should have been on type t (whether a unit runs at all this
+round is the policy's decision; on which type is what a placement may rearrange).
+
+Allocation error: at each reset and when a unit leaves, sum over types of |time run on the type /
+time since the reset - X|, per unit (time run = what the placement reported, without Gavel's
+seeds); the summary gives its mean weighted by the time, and its 95th percentile. The type-share
+error is the same over the unit's own run time: sum over types of |time on the type / time run -
+X / sum X|, the part a placement answers for.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from typing import Any, ClassVar
 
 import numpy as np
 
+from tesserae.core.advice import Advice, AdviceKind, RanReport, Unit
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.throughput import ThroughputModel
@@ -43,7 +57,7 @@ NEVER_RAN_PRIORITY = 1e9
 #: Gavel's hard-coded fill order of its GPU types (``_schedule_jobs_on_workers``), fastest first.
 GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 
-Unit = Hashable  # int (a job's row) or tuple[int, int] (a pair of rows, smaller first)
+__all__ = ["DEFAULT_RESET_INTERVAL", "GavelRounds", "Unit"]
 
 
 def _rate(model: ThroughputModel, jt: str, k: int, g: str, partner: tuple[str, int] | None = None) -> float:
@@ -60,6 +74,7 @@ class GavelRounds(SchedulingPolicy):
     #: The simulator runs this policy with Gavel's round ending and idle jump (``SimConfig.gavel_rounds``).
     gavel_rounds: ClassVar[bool] = True
     time_slicing: ClassVar[bool] = True
+    credits_what_ran: ClassVar[bool] = True
     #: Gavel's FIFO policies never schedule a unit of priority 0.
     skip_zero_priority: ClassVar[bool] = False
 
@@ -87,16 +102,21 @@ class GavelRounds(SchedulingPolicy):
         self.last_reset = 0.0
         self.need_update = False
         self.resets = 0
-        # What ran last round (from the placement) and the clock Gavel credits it by.
-        self._placed: dict[int, tuple[str, int | None]] = {}
-        self._last_exec: dict[int, float] = {}
+        # The clock Gavel credits what ran by.
         self._round_start = 0.0  # Gavel's current_round_start_time: the end of the last busy round
         self._decided_at = 0.0
-        self._advised: dict[int, tuple[str, ...]] = {}
+        self._advised: dict[int, int] = {}
         self._pairs: list[tuple[int, int]] = []
+        self._overflow = np.empty(0, dtype=np.int64)
+        # Seconds each unit ran on each type since the last reset, as reported (no seeds): the
+        # realised allocation, for the allocation error.
+        self.realised: dict[Unit, np.ndarray] = {}
+        self._epoch_start = 0.0  # when the allocation in force was set (Gavel's last_reset may read 0)
+        self.alloc_errors: list[tuple[float, float]] = []  # (error, seconds it was measured over)
+        self.mix_errors: list[tuple[float, float]] = []  # (type-share error, seconds run)
 
     def bind(self, cluster: Cluster, model: ThroughputModel) -> None:
-        """Scheduler hook: the allocation needs the GPU types, their counts and the throughputs."""
+        """The allocation needs the GPU types, their counts and the throughputs."""
         self.cluster, self.model = cluster, model
         self.types = cluster.gpu_types
         self.cap = np.array([cluster.gpus_by_type[t] for t in self.types], dtype=np.float64)
@@ -153,10 +173,9 @@ class GavelRounds(SchedulingPolicy):
                                "tesserae.scheduler.Scheduler, which binds them")
         if not self.fill_order:
             self.fill_order = self._fastest_first(table)
-        self._credit(table, now)
         alive = set(active.tolist())
         for r in [r for r in self.jobs if r not in alive]:
-            self._remove_job(r)
+            self._remove_job(r, now)
         new = sorted((r for r in alive if r not in self.jobs), key=lambda r: (table.submit[r], r))
         for r in new:
             self._add_job(table, r)
@@ -164,32 +183,58 @@ class GavelRounds(SchedulingPolicy):
         prio = self._priorities(table)
         scheduled = self._fill(table, prio)
         self._decided_at = now
-        self._last_exec = {r: float(table.executed[r]) for r in self.jobs}
-        self._placed = {}
         hosts: list[int] = []
         self._advised, self._pairs = {}, []
+        taken: set[int] = set()
         for u, t in scheduled:
+            members = u if isinstance(u, tuple) else (u,)
+            taken.update(members)
             if u not in self.alloc:
                 continue  # Gavel holds the slot but assigns no workers to a unit without allocation
-            host = u[0] if isinstance(u, tuple) else u
-            hosts.append(host)
-            self._advised[host] = (self.types[t],)
+            hosts.append(members[0])
+            for m in members:
+                self._advised[m] = t
             if isinstance(u, tuple):
-                self._advised[u[1]] = (self.types[t],)
                 self._pairs.append((u[0], u[1]))
+        self._overflow = self._rank_rest(prio, taken) if not self.packing else np.empty(0, dtype=np.int64)
         return np.asarray(hosts, dtype=np.int64)
+
+    def _rank_rest(self, prio: dict[Unit, np.ndarray], taken: set[int]) -> np.ndarray:
+        """Jobs with an allocation that do not run this round, by their best priority (then unit order)."""
+        rest = [(float(prio[u].max()) if prio[u].size else 0.0, i, u) for i, u in enumerate(self.units)
+                if isinstance(u, int) and u not in taken and u in self.alloc]
+        rest.sort(key=lambda e: (-e[0], e[1]))
+        return np.asarray([u for _, _, u in rest], dtype=np.int64)
+
+    @property
+    def advises(self) -> AdviceKind:
+        """Gavel's per-type fill names each job's type and realises X over rounds; packed, pairs too."""
+        kinds = AdviceKind.GPU_TYPE | AdviceKind.TYPE_SHARES
+        return kinds | AdviceKind.PAIRS if self.packing else kinds
+
+    def advice(self, order: np.ndarray) -> Advice:
+        shares: dict[Unit, np.ndarray] = {}
+        deficit: dict[Unit, np.ndarray] = {}
+        for u, a in self.alloc.items():
+            if u in self.units:
+                total = float(a.sum())
+                got = self.realised.get(u)
+                shares[u] = a
+                if total > 0:
+                    ran = 0.0 if got is None else float(got.sum())
+                    deficit[u] = a / total * ran - (0.0 if got is None else got)
+        return Advice(order, self.advises, gpu_type=self._advised, shares=shares, deficit=deficit,
+                      pairs=list(self._pairs), overflow=None if self.packing else self._overflow,
+                      round_seconds=2.0 * self.half_round)
 
     def type_preference(self, row: int) -> tuple[str, ...]:
         """The GPU type this decision runs ``row`` on (Gavel's per-type fill)."""
-        return self._advised.get(row, ())
+        t = self._advised.get(row)
+        return () if t is None else (self.types[t],)
 
     def pair_preference(self) -> list[tuple[int, int]]:
         """The pairs this decision runs, host first."""
         return self._pairs
-
-    def record_round(self, placed: dict[int, tuple[str, int | None]]) -> None:
-        """Placement hook: where every running job runs until the next decision (type, partner)."""
-        self._placed = dict(placed)
 
     def on_idle(self, now: float) -> bool:
         """Nothing runs and nothing more arrives: Gavel forces a reset (``_last_reset_time = 0``)."""
@@ -220,13 +265,26 @@ class GavelRounds(SchedulingPolicy):
                     self.deficit[pair] = np.zeros(T)
         self.need_update = True
 
-    def _remove_job(self, r: int) -> None:
+    def _remove_job(self, r: int, now: float) -> None:
         del self.jobs[r]
         for u in [u for u in self.units if u == r or (isinstance(u, tuple) and r in u)]:
+            self._note_error(u, now - self._epoch_start)
             del self.units[u]
             self.time.pop(u, None)
             self.deficit.pop(u, None)
+            self.realised.pop(u, None)
         self.need_update = True
+
+    def _note_error(self, u: Unit, elapsed: float) -> None:
+        """|realised share - X| of a unit over the time since the last reset (see module docstring)."""
+        a = self.alloc.get(u)
+        if a is None or elapsed <= 0:
+            return
+        got = self.realised.get(u, np.zeros(len(self.types)))
+        self.alloc_errors.append((float(np.abs(got / elapsed - a).sum()), elapsed))
+        ran, total = float(got.sum()), float(a.sum())
+        if ran > 0 and total > 0:
+            self.mix_errors.append((float(np.abs(got / ran - a / total).sum()), ran))
 
     def _maybe_reset(self, table: JobTable, now: float) -> None:
         elapsed = now - self.last_reset
@@ -234,11 +292,14 @@ class GavelRounds(SchedulingPolicy):
             return
         # _reset_time_run_so_far: deficits against the old allocation, every unit back to half a round.
         for u in self.units:
+            self._note_error(u, now - self._epoch_start)
             a = self.alloc.get(u)
             should = a * elapsed if a is not None else 0.0
             self.deficit[u] += should - (self.time[u] - self.half_round)
             self.time[u] = np.full(len(self.types), self.half_round)
         self.worker_time = np.full(len(self.types), self.half_round * len(self.units))
+        self.realised = {}
+        self._epoch_start = now
         self.last_reset = now
         self.alloc = self._allocate(table, list(self.jobs), list(self.units))
         self.need_update = False
@@ -283,27 +344,37 @@ class GavelRounds(SchedulingPolicy):
                 out.append((u, t))
         return out
 
-    def _credit(self, table: JobTable, now: float) -> None:
+    def credit(self, report: RanReport) -> None:
         """Gavel's _done_callback: each unit that ran gets its micro-task's time on its type.
 
         Gavel measures a micro-task from the start of the round, which it takes to be the end of
-        the previous busy round: after an idle stretch the first round's time includes it.
+        the previous busy round: after an idle stretch the first round's time includes it. The
+        type is the one the job actually ran on; a pair that is not one of this policy's units
+        (a placement paired two jobs of a plain policy) credits each job.
         """
-        if not self._placed:
+        if not report.jobs:
             return
-        index = {g: i for i, g in enumerate(self.types)}
         gap = self._decided_at - self._round_start
         ran: dict[Unit, tuple[int, float]] = {}
-        for r, (g, partner) in self._placed.items():
-            delta = float(table.executed[r]) - self._last_exec.get(r, 0.0)
-            u: Unit = r if partner is None else (min(r, partner), max(r, partner))
-            t, prev = ran.get(u, (index[g], 0.0))
-            ran[u] = (t, max(prev, delta))
+        for r, job in report.jobs.items():
+            partner = job.partner
+            u: Unit = r
+            if partner is not None:
+                pair = (min(r, partner), max(r, partner))
+                if pair in self.time:
+                    u = pair
+            t, prev = ran.get(u, (job.gpu_type, 0.0))
+            ran[u] = (t, max(prev, job.seconds))
+        T = len(self.types)
         for u, (t, delta) in ran.items():
             if u in self.time and delta > 0:
                 self.time[u][t] += delta + gap
                 self.worker_time[t] += delta + gap
-        self._round_start = now
+                got = self.realised.get(u)
+                if got is None:
+                    got = self.realised[u] = np.zeros(T)
+                got[t] += delta
+        self._round_start = report.until
 
     # --------------------------------------------------------------------------------- allocation
     def _allocate(self, table: JobTable, jobs: list[int], units: list[Unit]) -> dict[Unit, np.ndarray]:
@@ -311,4 +382,13 @@ class GavelRounds(SchedulingPolicy):
         raise NotImplementedError
 
     def summary(self) -> dict[str, Any]:
-        return {"allocation_resets": self.resets}
+        out: dict[str, Any] = {"allocation_resets": self.resets}
+        if self.alloc_errors:
+            err = np.array(self.alloc_errors)
+            out["allocation_error_mean"] = float(np.average(err[:, 0], weights=err[:, 1]))
+            out["allocation_error_p95"] = float(np.percentile(err[:, 0], 95))
+        if self.mix_errors:
+            err = np.array(self.mix_errors)
+            out["type_share_error_mean"] = float(np.average(err[:, 0], weights=err[:, 1]))
+            out["type_share_error_p95"] = float(np.percentile(err[:, 0], 95))
+        return out

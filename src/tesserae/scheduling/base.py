@@ -13,12 +13,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tesserae.core.advice import Advice, AdviceKind, RanReport
+from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
+from tesserae.core.throughput import ThroughputModel
 
 
 class SchedulingPolicy:
-    """Base class: order rows by priority (first = most important)."""
+    """Base class: order rows by priority (first = most important).
+
+    The rest of the protocol has working defaults: ``bind`` (the cluster and throughput model,
+    once), ``advises``/``advice`` (what the policy tells the placement besides its order; see
+    ``tesserae.core.advice``) and ``credit`` (what actually ran since the previous decision).
+    """
 
     name: ClassVar[str] = ""
     #: Orders with knowledge a real scheduler lacks (true remaining work): labelled as an oracle.
@@ -28,9 +36,29 @@ class SchedulingPolicy:
     #: Preempts running jobs by priority round after round (LAS, Tiresias, Gavel, Themis): with restart
     #: costs at or above the round length it thrashes, so the simulator asks for a minimum run quantum.
     time_slicing: ClassVar[bool] = False
+    #: Whether ``credit`` uses the report of what ran (building it costs a pass over running jobs).
+    credits_what_ran: ClassVar[bool] = False
+
+    def bind(self, cluster: Cluster, model: ThroughputModel) -> None:
+        """The cluster and the throughput model, given once when the scheduler is built."""
 
     def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
         raise NotImplementedError
+
+    @property
+    def advises(self) -> AdviceKind:
+        """The kinds of advice this policy gives; a placement must honour them (or be refused)."""
+        return AdviceKind.NONE
+
+    def advice(self, order: np.ndarray) -> Advice:
+        """Advice for the placement of the decision whose ``order`` was just returned."""
+        return Advice(order)
+
+    def credit(self, report: RanReport) -> None:
+        """What ran since the previous decision (types, partners, seconds), before ``order``.
+
+        Called only for policies with ``credits_what_ran``.
+        """
 
     def next_event(self, table: JobTable, active: np.ndarray, running: np.ndarray, now: float) -> float:
         """The next instant at which a priority changes by itself (a demotion, say); inf if none.

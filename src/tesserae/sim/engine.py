@@ -1,12 +1,14 @@
 """Discrete-event simulator: rounds plus arrival and completion events, restart overheads.
 
 Between decisions every running job progresses at the rate the throughput model gives for its
-placement (GPU type, consolidated or spread, alone or sharing). All running rows advance in one
-vectorised step; completions inside a round are processed in time order, and a job whose
-partner finished speeds up at that instant. Starting, resuming or migrating a job costs the
-restart overhead, during which it holds its GPUs and makes no progress: a fixed number of seconds
-(``restart_cost="fixed"``), or each job type's start-up plus checkpoint bytes over the storage
-bandwidth, from the profile (``restart_cost="job"``, see :mod:`tesserae.core.restart`).
+placement (GPU type, consolidated or spread, alone or sharing, and the parallelism strategy it
+and its partner were launched with). All running rows advance in one vectorised step; completions
+inside a round are processed in time order, and a job whose partner finished speeds up at that
+instant (keeping its strategy until the next decision). Starting, resuming or migrating a job, or
+relaunching it with another parallelism strategy, costs the restart overhead, during which it
+holds its GPUs and makes no progress: a fixed number of seconds (``restart_cost="fixed"``), or
+each job type's start-up plus checkpoint bytes over the storage bandwidth, from the profile
+(``restart_cost="job"``, see :mod:`tesserae.core.restart`).
 
 A policy that preempts running jobs by priority, with restart costs at or above the round length,
 can restart a job every round before it makes progress. The simulator warns when any job's cost
@@ -94,11 +96,15 @@ class Simulator:
 
     def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, scheduler: Scheduler,
                  config: SimConfig | None = None) -> None:
+        self._setup(JobTable(specs), cluster, scheduler, config)
+        self.table.set_reference_rates(self.model)
+
+    def _setup(self, table: JobTable, cluster: Cluster, scheduler: Scheduler, config: SimConfig | None) -> None:
         self.cluster, self.scheduler = cluster, scheduler
         self.model = scheduler.model
         self.config = config or SimConfig()
-        self.table = JobTable(specs)
-        self.table.set_reference_rates(self.model)
+        self.table = table
+        self._start: float | None = None
         t = self.table
         self.arrival_order = np.argsort(t.submit, kind="stable")
         too_big = t.num_gpus > cluster.num_gpus
@@ -133,8 +139,51 @@ class Simulator:
         self._timeline: list[tuple[float, int, int, int]] = []
         self._next_arrival = 0
         self._rate_cache: dict[tuple[Any, ...], float] = {}
+        # The strategy each running job was launched with (the plan's, else the model's choice);
+        # tracked only when some job of the run has strategies in the profile.
+        self.strategy: dict[int, str | None] = {}
+        self._strategy_cache: dict[tuple[Any, ...], str | None] = {}
+        classes = set(zip(t.type_idx.tolist(), t.num_gpus.tolist(), strict=True))
+        self._strategies = any(self.model.strategy_for(t.types[ti], k) is not None for ti, k in classes)
         self._type_node_size = {ti: int(cluster.node_num_gpus[cluster.node_type == ti].max())
                                 for ti in range(len(cluster.gpu_types))}
+
+    @classmethod
+    def from_state(cls, table: JobTable, cluster: Cluster, scheduler: Scheduler, config: SimConfig | None,
+                   now: float, active: np.ndarray, assignments: dict[int, Assignment],
+                   rates: dict[int, float]) -> Simulator:
+        """A simulation that goes on from a live state at ``now`` (the runtime's predictions).
+
+        ``table`` holds every job with its attained service and progress; ``active`` rows are
+        submitted and unfinished; ``assignments`` say where the running ones are, ``rates`` how
+        fast they progress (measured; the model's rate for a row not given). Running jobs keep
+        their GPUs without a restart cost unless the scheduler moves or stops them.
+        """
+        sim = cls.__new__(cls)
+        sim._setup(table, cluster, scheduler, config)
+        t = table
+        act = np.asarray(active, dtype=np.int64)
+        t.status[act] = JobStatus.QUEUED
+        sim._next_arrival = int(sim.arrival_order.size)  # nothing arrives later: the snapshot is all
+        for r in act.tolist():
+            sim.active[r] = None
+        for r, a in assignments.items():
+            t.status[r] = JobStatus.RUNNING
+            t.overhead_left[r] = 0.0
+            t.rate[r] = rates.get(r) or sim._rate(a)
+        sim.assignments = dict(assignments)
+        sim.shared_gpus = sum(min(int(t.num_gpus[r]), int(t.num_gpus[a.partner])) for r, a in assignments.items()
+                              if a.partner is not None and r < a.partner)
+        sim._refresh_running()
+        sim._start = now
+        return sim
+
+    def reject(self, mask: np.ndarray, reason: str) -> None:
+        """Jobs that can never run here for a reason the engine cannot see (a queue rule): counted."""
+        t = self.table
+        new = mask & (t.status == JobStatus.PENDING)
+        t.status[new] = JobStatus.REJECTED
+        self.rejections[reason] = self.rejections.get(reason, 0) + int(new.sum())
 
     # ----------------------------------------------------------------------------- restart costs
     def _restart_costs(self) -> np.ndarray:
@@ -210,7 +259,7 @@ class Simulator:
         t = self.table
         if t.n == 0:
             return self._result(wall0)
-        t0 = float(t.submit.min())
+        t0 = float(t.submit.min()) if self._start is None else self._start
         now = t0
         R = self.config.round_seconds
         done_count = 0
@@ -303,7 +352,7 @@ class Simulator:
         self._timeline.append((now, self.in_use, queued, len(self.assignments)))
 
     def _apply(self, plan: Plan, now: float) -> None:
-        t = self.table
+        t, c = self.table, self.cluster
         previous = self.assignments
         for r in plan.stopped:
             t.status[r] = JobStatus.QUEUED
@@ -311,6 +360,7 @@ class Simulator:
             t.last_stop[r] = now
             t.rate[r] = 0.0
             t.overhead_left[r] = 0.0
+            self.strategy.pop(r, None)
         for r in plan.started:
             t.status[r] = JobStatus.RUNNING
             if math.isnan(t.first_start[r]):
@@ -320,14 +370,27 @@ class Simulator:
         for r in plan.migrated:
             t.migrations[r] += 1
             self._charge_restart(r, now)
+            if c.gpu_type[previous[r].gpus[0]] != c.gpu_type[plan.assignments[r].gpus[0]]:
+                t.type_switches[r] += 1
+        strategy: dict[int, str | None] = {}
+        changed: set[int] = set()
+        if self._strategies:
+            strategy = {r: self._strategy_of(a) for r, a in plan.assignments.items()}
+            changed = {r for r, s in strategy.items() if self.strategy.get(r, s) != s}
+            for r in changed:
+                # Still running on the same GPUs, relaunched with another strategy: a restart.
+                if r in previous and t.overhead_left[r] < self.overhead[r]:
+                    self._charge_restart(r, now)
+                    t.strategy_changes[r] += 1
         shared = 0
         for r, a in plan.assignments.items():
             p = previous.get(r)
-            if p is not a and p != a:
-                t.rate[r] = self._rate(a)
+            if (p is not a and p != a) or r in changed or a.partner in changed:
+                t.rate[r] = self._rate(a, strategy.get(r), None if a.partner is None else strategy.get(a.partner))
             if a.partner is not None and r < a.partner:
                 shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
         self.assignments = dict(plan.assignments)
+        self.strategy = strategy
         self.shared_gpus = shared
         self._refresh_running()
 
@@ -339,12 +402,24 @@ class Simulator:
         if self.config.min_run_quantum > 0:
             t.hold_until[row] = now + self.overhead[row] * (1.0 + self.config.min_run_quantum)
 
+    def _strategy_of(self, a: Assignment) -> str | None:
+        """The strategy the job runs with: the plan's, else the one the model assumes for its context."""
+        if a.strategy is not None:
+            return a.strategy
+        t = self.table
+        partner = None if a.partner is None else (int(t.type_idx[a.partner]), int(t.num_gpus[a.partner]))
+        key = (int(t.type_idx[a.row]), int(t.num_gpus[a.row]), partner)
+        if key not in self._strategy_cache:
+            p = None if partner is None else (t.types[partner[0]], partner[1])
+            self._strategy_cache[key] = self.model.strategy_for(t.types[key[0]], key[1], p)
+        return self._strategy_cache[key]
+
     def _refresh_running(self) -> None:
         """Running rows and GPUs in use; a pair shares the smaller job's GPUs (a subset of the larger's)."""
         self.run_rows = np.fromiter(self.assignments, dtype=np.int64, count=len(self.assignments))
         self.in_use = int(self.table.num_gpus[self.run_rows].sum()) - self.shared_gpus
 
-    def _rate(self, a: Assignment) -> float:
+    def _rate(self, a: Assignment, strategy: str | None = None, partner_strategy: str | None = None) -> float:
         t, c = self.table, self.cluster
         gpus = np.asarray(a.gpus, dtype=np.int64)
         k = int(gpus.size)
@@ -352,11 +427,11 @@ class Simulator:
         nodes = int(np.unique(c.gpu_node[gpus]).size)
         consolidated = nodes <= math.ceil(k / self._type_node_size[ti])
         partner = None if a.partner is None else (int(t.type_idx[a.partner]), int(t.num_gpus[a.partner]))
-        key = (int(t.type_idx[a.row]), k, ti, consolidated, partner, a.strategy)
+        key = (int(t.type_idx[a.row]), k, ti, consolidated, partner, strategy, partner_strategy)
         rate = self._rate_cache.get(key)
         if rate is None:
             p = None if partner is None else (t.types[partner[0]], partner[1])
-            rate = self.model.rate(t.types[key[0]], k, c.gpu_types[ti], consolidated, p)
+            rate = self.model.rate(t.types[key[0]], k, c.gpu_types[ti], consolidated, p, strategy, partner_strategy)
             if not rate > 0:
                 raise RuntimeError(f"placement gave job {t.job_id[a.row]} a placement with rate {rate}")
             self._rate_cache[key] = rate
@@ -500,14 +575,18 @@ class Simulator:
             self.active[r] = None
 
     def _unpair(self, done: set[int]) -> None:
-        """The jobs whose partner left ``done`` run alone now, at their own rate."""
+        """The jobs in ``done`` left their GPUs (their strategy goes); those whose partner left run alone
+        now, at their own rate."""
         t = self.table
+        for r in done:
+            self.strategy.pop(r, None)
         if self.shared_gpus:
             for r, a in list(self.assignments.items()):
                 if a.partner in done:
-                    alone = Assignment(r, a.gpus, None, a.strategy)
+                    # Alone until the next decision, still launched with the strategy it had.
+                    alone = Assignment(r, a.gpus, None, self.strategy.get(r, a.strategy))
                     self.assignments[r] = alone
-                    t.rate[r] = self._rate(alone)
+                    t.rate[r] = self._rate(alone, alone.strategy)
                     self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
 
     def _result(self, wall0: float) -> SimResult:

@@ -70,6 +70,8 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
         "avg_slowdown": _stat(slowdown),
         "preemptions": int(t.preemptions[rows].sum()),
         "migrations": int(t.migrations[rows].sum()),
+        "type_switches": int(t.type_switches[rows].sum()),
+        "strategy_changes": int(t.strategy_changes[rows].sum()),
         "jct_by_size": by_size,
         "policy": policy,
         "placement": placement,
@@ -160,3 +162,63 @@ def restart_description(summary: dict[str, Any], short: bool = False) -> str:
     if quantum:
         text += f", quantum {quantum:g}x" if short else f"; minimum run quantum {quantum:g} x restart cost"
     return text
+
+
+QUEUE_COLUMNS = ["queue", "path", "leaf", "guarantee", "borrow_limit", "weight", "jobs", "completed", "avg_jct",
+                 "median_jct", "p95_jct", "avg_queueing_delay", "gpu_seconds", "share_of_gpu_time",
+                 "guaranteed_share", "share_vs_guarantee", "entitled_gpu_seconds", "met_gpu_seconds", "satisfaction",
+                 "borrowed_gpu_seconds", "borrowed_fraction", "reclaims"]
+
+
+def jain_index(values: np.ndarray) -> float | None:
+    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 when all equal, 1/n when one gets everything."""
+    x = np.asarray(values, dtype=np.float64)
+    if x.size == 0 or not (x**2).sum() > 0:
+        return None
+    return float(x.sum() ** 2 / (x.size * (x**2).sum()))
+
+
+def queue_summary(result: SimResult, step: Any, window: tuple[int, int] | None = None) -> dict[str, Any]:
+    """Per tenant queue: JCT, share of GPU time against the guarantee, time borrowed, reclaims; Jain's index.
+
+    ``satisfaction`` = GPU-seconds a queue received up to its entitlement / its entitlement, where
+    the entitlement at each instant is min(guarantee, GPUs its active jobs ask for): 1 means the
+    queue always had its guarantee whenever it had the demand. Jain's index is taken over the leaf
+    queues' satisfaction (those entitled to anything).
+    """
+    t = result.table
+    step.close(t)
+    tree = step.tree
+    leaf_of, _ = step.rows(t)
+    rows = window_rows(t, window)
+    total_used = float(step.used_gs[list(tree.top)].sum())
+    gpus = result.cluster.num_gpus
+    records: list[dict[str, Any]] = []
+    for q in tree.describe():
+        node = tree.index(q["name"])
+        mine = rows[step.in_queue(node, leaf_of[rows])]
+        done = mine[t.status[mine] == JobStatus.DONE]
+        jct = t.finish[done] - t.submit[done]
+        used, entitled = float(step.used_gs[node]), float(step.entitled_gs[node])
+        met, borrowed = float(step.met_gs[node]), float(step.borrowed_gs[node])
+        share = used / total_used if total_used > 0 else 0.0
+        guaranteed = q["guarantee"] / gpus
+        records.append({
+            "queue": q["name"], "path": q["path"], "leaf": q["leaf"], "guarantee": q["guarantee"],
+            "borrow_limit": q["borrow_limit"], "weight": q["weight"], "jobs": int(mine.size),
+            "completed": int(done.size), "avg_jct": _stat(jct), "median_jct": _stat(jct, 50),
+            "p95_jct": _stat(jct, 95), "avg_queueing_delay": _stat(t.first_start[done] - t.submit[done]),
+            "gpu_seconds": used, "share_of_gpu_time": share, "guaranteed_share": guaranteed,
+            "share_vs_guarantee": share / guaranteed if guaranteed > 0 else None,
+            "entitled_gpu_seconds": entitled, "met_gpu_seconds": met,
+            "satisfaction": met / entitled if entitled > 0 else None,
+            "borrowed_gpu_seconds": borrowed, "borrowed_fraction": borrowed / used if used > 0 else 0.0,
+            "reclaims": int(step.reclaims[node]),
+        })
+    leaves = [r for r in records if r["leaf"] and r["satisfaction"] is not None]
+    short = sum(r["entitled_gpu_seconds"] - r["met_gpu_seconds"] for r in records if r["leaf"])
+    return {"queues": records,
+            "jain_satisfaction": jain_index(np.array([r["satisfaction"] for r in leaves])),
+            "min_satisfaction": min((r["satisfaction"] for r in leaves), default=None),
+            "guarantee_shortfall_gpu_hours": short / 3600.0,
+            "borrowed_gpu_hours": sum(r["borrowed_gpu_seconds"] for r in records if r["leaf"]) / 3600.0}

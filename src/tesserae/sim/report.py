@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.sim.engine import SimResult
-from tesserae.sim.metrics import JOB_COLUMNS, job_records
+from tesserae.sim.metrics import JOB_COLUMNS, QUEUE_COLUMNS, job_records
 
 
 def _clean(value: Any) -> Any:
@@ -49,4 +49,17 @@ def write_run_files(out: Path, jobs: list[dict[str, Any]], timeline: dict[str, A
     lines += [f"{t:.3f},{int(g)},{int(q)},{int(r)}" for t, g, q, r in
               zip(tl["time"], tl["gpus_in_use"], tl["queued"], tl["running"], strict=True)]
     atomic_write_text(out / "timeline.csv", "\n".join(lines) + "\n")
+    if summary.get("queues"):
+        write_queue_csv(out / "queues.csv", summary["queues"])
     atomic_write_text(out / "summary.json", json.dumps(_clean(summary), indent=2, sort_keys=False) + "\n")
+
+
+def write_queue_csv(path: Path, queues: list[dict[str, Any]]) -> None:
+    """One row per tenant queue (the summary's ``queues``), in QUEUE_COLUMNS order."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=QUEUE_COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for q in queues:
+            w.writerow({k: ("" if v is None else v) for k, v in q.items()})
+    os.replace(tmp, path)

@@ -205,13 +205,15 @@ class JobRows:
         self.duration: list[float | None] = []
         self.user: list[str] = []
         self.weight: list[float] = []
+        self.queue: list[str] = []
+        self.priority_class: list[str] = []
 
     def __len__(self) -> int:
         return len(self.submit)
 
     def add(self, line: int, job_id: int, name: str, submit: float, num_gpus: int, job_type: str,
-            work: float, duration: float | None, user: str = "", weight: float = 1.0,
-            controls: Controls | None = None) -> None:
+            work: float, duration: float | None, user: str = "", weight: float = 1.0, queue: str = "",
+            priority_class: str = "normal", controls: Controls | None = None) -> None:
         self.controls.append(controls)
         self.lines.append(line)
         self.ids.append(job_id)
@@ -223,6 +225,8 @@ class JobRows:
         self.duration.append(duration)
         self.user.append(user)
         self.weight.append(weight)
+        self.queue.append(queue)
+        self.priority_class.append(priority_class)
 
     def check_unique_ids(self, path: Path, field: str = "job_id") -> None:
         seen: dict[int, int] = {}
@@ -237,10 +241,10 @@ class JobRows:
         t0 = min(self.submit)
         jobs = [
             JobSpec(job_id=i, submit_time=s - t0, num_gpus=g, job_type=t, work=w, duration=d, user=u,
-                    priority_weight=p, name=n, controls=c)
-            for i, s, g, t, w, d, u, p, n, c in zip(
+                    priority_weight=p, name=n, queue=q, priority_class=c, controls=lc)
+            for i, s, g, t, w, d, u, p, n, q, c, lc in zip(
                 self.ids, self.submit, self.num_gpus, self.job_type, self.work, self.duration,
-                self.user, self.weight, self.names, self.controls, strict=True)
+                self.user, self.weight, self.names, self.queue, self.priority_class, self.controls, strict=True)
         ]
         jobs.sort(key=lambda j: (j.submit_time, j.job_id))
         return jobs

@@ -1,12 +1,14 @@
 """The project's own trace format, as CSV or Parquet.
 
-Columns ``job_id,submit_time,num_gpus,job_type,work,duration,user,priority_weight,name``: the
-fields of :class:`JobSpec`, in its units (seconds, GPUs, iterations). ``job_id``, ``submit_time``,
-``num_gpus``, ``job_type`` and ``work`` are required; ``duration`` (empty = unknown), ``user``,
-``priority_weight`` (default 1) and ``name`` may be absent or empty, and so may the lifecycle
-columns of ``traces.controls`` (time limit, retries, dependencies, failures). The writers write
-every column (the lifecycle ones when some job has controls), and floats are written exactly
-(shortest repr), so write-then-read gives the same jobs back.
+Columns ``job_id,submit_time,num_gpus,job_type,work,duration,user,priority_weight,name,queue,
+priority_class``: the fields of :class:`JobSpec`, in its units (seconds, GPUs, iterations).
+``job_id``, ``submit_time``, ``num_gpus``, ``job_type`` and ``work`` are required; ``duration``
+(empty = unknown), ``user``, ``priority_weight`` (default 1), ``name``, ``queue`` (a tenant queue;
+empty = the user's) and ``priority_class`` (production, normal or preemptible; default normal)
+may be absent or empty, and so may the lifecycle columns of ``traces.controls`` (time limit,
+retries, dependencies, failures). The writers write every column (the lifecycle ones when some job
+has controls), and floats are written exactly (shortest repr), so write-then-read gives the same
+jobs back.
 
 Parquet has no lines: errors name the row as the line it would have in the equivalent CSV
 (header = line 1, first row = line 2), so the same bad value is reported at the same place in
@@ -22,6 +24,7 @@ from typing import Any
 
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
+from tesserae.core.queues import PRIORITY_CLASSES
 from tesserae.traces import controls
 from tesserae.traces._fields import (
     Cell,
@@ -38,7 +41,7 @@ from tesserae.traces._fields import (
 )
 
 COLUMNS = ("job_id", "submit_time", "num_gpus", "job_type", "work", "duration", "user",
-           "priority_weight", "name")
+           "priority_weight", "name", "queue", "priority_class")
 REQUIRED = COLUMNS[:5]
 OPTIONAL = (*COLUMNS[5:], *controls.COLUMNS)
 PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -57,8 +60,13 @@ def _add_row(rows: JobRows, values: dict[str, Cell], p: Path, line: int) -> None
     weight = 1.0 if is_missing(w) else number(w, p, line, "priority_weight", positive=True)
     user = "" if is_missing(values.get("user")) else str(values["user"])
     name = "" if is_missing(values.get("name")) else str(values["name"])
-    rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight,
-             controls=controls.parse_controls(values, p, line))
+    queue = "" if is_missing(values.get("queue")) else str(values["queue"]).strip()
+    cls = "normal" if is_missing(values.get("priority_class")) else str(values["priority_class"]).strip()
+    if cls not in PRIORITY_CLASSES:
+        raise InputError(f"unknown priority class '{cls}'; choose one of: {', '.join(PRIORITY_CLASSES)}",
+                         path=str(p), line=line, field="priority_class")
+    rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight, queue=queue,
+             priority_class=cls, controls=controls.parse_controls(values, p, line))
 
 
 def read_canonical_csv(path: str | Path) -> list[JobSpec]:
@@ -128,7 +136,7 @@ def read_canonical(path: str | Path) -> list[JobSpec]:
 def _records(jobs: Iterable[JobSpec], with_controls: bool) -> Iterator[tuple[Any, ...]]:
     for j in jobs:
         base = (j.job_id, j.submit_time, j.num_gpus, j.job_type, j.work, j.duration, j.user, j.priority_weight,
-                j.name)
+                j.name, j.queue, j.priority_class)
         yield (*base, *controls.cells(j.controls)) if with_controls else base
 
 
@@ -156,13 +164,14 @@ def write_canonical_parquet(jobs: Sequence[JobSpec] | Iterable[JobSpec], path: s
         ("job_id", pa.int64()), ("submit_time", pa.float64()), ("num_gpus", pa.int64()),
         ("job_type", pa.string()), ("work", pa.float64()), ("duration", pa.float64()),
         ("user", pa.string()), ("priority_weight", pa.float64()), ("name", pa.string()),
+        ("queue", pa.string()), ("priority_class", pa.string()),
     ]
     if with_controls:  # as text, as in the CSV: empty = unset
         fields += [(c, pa.string()) for c in controls.COLUMNS]
     schema = pa.schema(fields)
     columns: list[list[Any]] = [[] for _ in fields]
     for rec in _records(jobs, with_controls):
-        rec = (*rec[:9], *(str(v) for v in rec[9:]))
+        rec = (*rec[:len(COLUMNS)], *(str(v) for v in rec[len(COLUMNS):]))
         for col, v in zip(columns, rec, strict=True):
             col.append(v)
     table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],

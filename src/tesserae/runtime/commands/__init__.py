@@ -2,8 +2,8 @@
 
 ``register(app)`` adds them to the main Typer app (``tesserae.cli`` calls it), in this order:
 the ``token`` group, then server, submit, jobs, show, cancel, hold, release, resubmit, logs,
-cluster, usage. Heavy imports (FastAPI, uvicorn, the scheduler) happen inside the commands, so the
-client commands start fast.
+cluster, usage, the ``queue`` group, what-if. Heavy imports (FastAPI, uvicorn, the scheduler) happen
+inside the commands, so the client commands start fast.
 A usage mistake (a missing argument, ``--gpus two``) is reported like every other user error: one
 line on stderr and exit status 2 (``cli_help.TesseraeCommand``). A new command is a module here
 with a ``register(app)``, added to the list below.
@@ -13,7 +13,18 @@ from __future__ import annotations
 
 import typer
 
-from tesserae.runtime.commands import accounting, cluster, jobs, lifecycle, logs, server, submit, token
+from tesserae.runtime.commands import (
+    accounting,
+    cluster,
+    jobs,
+    lifecycle,
+    logs,
+    queue,
+    server,
+    submit,
+    token,
+    what_if,
+)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,3 +37,5 @@ def register(app: typer.Typer) -> None:
     logs.register(app)
     cluster.register(app)
     accounting.register(app)
+    queue.register(app)
+    what_if.register(app)

@@ -11,7 +11,17 @@ from rich.table import Table
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.runtime.commands.accounting import FIELDS, TIME_HELP, parse_fields, print_fields, window
-from tesserae.runtime.commands.common import client, console, duration, iterations, parse_job_id, state_text
+from tesserae.runtime.commands.common import (
+    client,
+    console,
+    duration,
+    fields_table,
+    iterations,
+    parse_job_id,
+    state_text,
+    when,
+)
+from tesserae.runtime.commands.common import until as time_until
 
 
 def register(app: typer.Typer) -> None:
@@ -48,12 +58,20 @@ def jobs(
         console.print("no jobs")
         return
     table = Table(box=None, pad_edge=False)
-    for col in ("ID", "NAME", "USER", "STATE", "GPUS", "ITERS", "WAITED", "RAN", "PREEMPT", "ON GPUS / WHY"):
+    queues = any(j.get("queue") for j in items)
+    predicted = any(j.get("predicted_start") is not None or j.get("predicted_finish") is not None for j in items)
+    cols = ["ID", "NAME", "USER", *(["QUEUE"] if queues else []), "STATE", "GPUS", "ITERS", "WAITED", "RAN",
+            "PREEMPT", "ON GPUS / WHY", *(["STARTS", "ENDS"] if predicted else [])]
+    for col in cols:
         table.add_column(col, justify="right" if col in ("ID", "GPUS", "PREEMPT") else "left")
+    now = time.time()
     for j in items:
-        table.add_row(str(j["id"]), j["name"], j["user"], state_text(j), str(j["gpus"]), iterations(j),
-                      duration(j["waited_seconds"]), duration(j["executed_seconds"]), str(j["preemptions"]),
-                      ",".join(map(str, j["assigned_gpus"] or [])) or why(j))
+        cells = [str(j["id"]), j["name"], j["user"], *([j.get("queue") or "-"] if queues else []), state_text(j),
+                 str(j["gpus"]), iterations(j), duration(j["waited_seconds"]), duration(j["executed_seconds"]),
+                 str(j["preemptions"]), ",".join(map(str, j["assigned_gpus"] or [])) or why(j)]
+        if predicted:
+            cells += [time_until(j.get("predicted_start"), now), time_until(j.get("predicted_finish"), now)]
+        table.add_row(*cells)
     console.print(table)
 
 
@@ -75,9 +93,6 @@ def show(
     if as_json:
         print(json.dumps(j, indent=2))
         return
-    table = Table(show_header=False, box=None, pad_edge=False)
-    table.add_column(style="bold")
-    table.add_column()
     cmd = j["command"][0] if j["shell"] else " ".join(j["command"])
     rows = [("id", str(j["id"])), ("name", j["name"]), ("user", j["user"]), ("state", state_text(j)),
             ("gpus", f"{j['gpus']}" + (f" (on {','.join(map(str, j['assigned_gpus']))})"
@@ -89,6 +104,13 @@ def show(
             ("ran", duration(j["executed_seconds"])),
             ("jct", duration(j["jct_seconds"])), ("preemptions", str(j["preemptions"])),
             ("migrations", str(j["migrations"]))]
+    if j.get("queue"):
+        rows.append(("queue", f"{j['queue']} ({j['priority_class']})"))
+    now = time.time()
+    if j.get("predicted_start") is not None:
+        rows.append(("predicted start", when(j["predicted_start"], now)))
+    if j.get("predicted_finish") is not None:
+        rows.append(("predicted finish", when(j["predicted_finish"], now)))
     if j["exit_code"] is not None:
         rows.append(("exit code", str(j["exit_code"])))
     if j.get("pending_reason"):
@@ -96,9 +118,7 @@ def show(
     elif j["reason"]:
         rows.append(("reason", j["reason"]))
     rows += lifecycle_rows(j)
-    for k, v in rows:
-        table.add_row(k, v)
-    console.print(table)
+    console.print(fields_table(rows))
     events = j.get("events") or []
     if events:
         console.print("[bold]events[/]")

@@ -24,6 +24,13 @@ def server(
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --executor ray: the Ray "
                                                     "cluster (HOST:PORT of its head, or auto); without it a "
                                                     "local Ray instance is started.")] = None,
+    ray_lease: Annotated[float | None, typer.Option("--ray-lease", min=1.0, metavar="SECONDS", help="With "
+                                                    "--executor ray: how long a node cut off from the server "
+                                                    "keeps its jobs running (default 30); a job there is "
+                                                    "restarted elsewhere only after it.")] = None,
+    master_ports: Annotated[str | None, typer.Option("--master-ports", metavar="LOW-HIGH", help="With "
+                                                     "--executor ray: take each multi-node job's MASTER_PORT "
+                                                     "from this range (default: any free port).")] = None,
     virtual_gpus: Annotated[int | None, typer.Option("--virtual-gpus", min=1, help="Declare N fake GPUs "
                                                      "instead of asking NVML (machines without GPUs).")] = None,
     gpu_type: Annotated[str, typer.Option("--gpu-type", help="Type of the virtual GPUs, or TYPE:N,... for "
@@ -76,6 +83,12 @@ def server(
                       ] = False,
     new_store: Annotated[bool, typer.Option("--new-store", help="Begin an empty store in a state folder whose "
                                             "store was lost (its job folders moved aside first).")] = False,
+    config: Annotated[Path | None, typer.Option("--config", metavar="FILE", help="Server config (YAML): tenant "
+                                                "queues with guarantees, borrowing limits, weights and users; kept "
+                                                "in the store (see README).")] = None,
+    predict_restart_seconds: Annotated[float, typer.Option("--predict-restart-seconds", min=0.0, help="Restart "
+                                                           "cost (s) the predicted start times charge per "
+                                                           "(re)start.")] = 1.0,
 ) -> None:
     """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
     from tesserae.runtime.detach import DETACHED_VAR, detach_server
@@ -89,11 +102,13 @@ def server(
                   no_backfill=no_backfill, queues=parse_queues(queues), promote_knob=promote_knob,
                   gittins_prior=gittins_prior, gittins_index=gittins_index, skew_threshold=skew_threshold,
                   event_driven=event_driven)
-    serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address,
+    serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address, ray_lease=ray_lease,
+                        master_ports=master_ports,
                         virtual_gpus=virtual_gpus, gpu_type=gpu_type,
                         host=host, port=port, grace_seconds=grace_seconds, event_driven=event_driven,
                         profile=profile, job_user=job_user, user_map=user_map,
                         insecure_same_user=insecure_same_user, job_root=job_root,
                         pass_env=tuple(pass_env or ()), cgroups=cgroups, max_body_bytes=max_body_bytes,
-                        ready_file=ready_file, new_store=new_store,
+                        ready_file=ready_file, new_store=new_store, config=config,
+                        predict_restart_seconds=predict_restart_seconds,
                         log_to_state=os.environ.get(DETACHED_VAR) == "1"))

@@ -79,6 +79,10 @@ def submit(
                                                 "(default: the job's own folder); '.' = here.")] = None,
     shell: Annotated[bool, typer.Option("--shell", help="Run CMD as one /bin/sh command line.")] = False,
     nproc: Annotated[int, typer.Option("--nproc", min=1, help="Copies of CMD (RANK 0..N-1).")] = 1,
+    queue: Annotated[str | None, typer.Option("--queue", help="Tenant queue (default: your queue).")] = None,
+    priority_class: Annotated[str, typer.Option("--priority-class", metavar="CLASS", help="production (inside the "
+                                                "queue's guarantee, never preempted), normal or preemptible.")
+                              ] = "normal",
     idempotency_key: Annotated[str | None, typer.Option("--idempotency-key", metavar="KEY", help="Submit at "
                                                         "most once per KEY (default: a fresh key, so retries "
                                                         "of this command's request never submit twice).")
@@ -140,6 +144,10 @@ def submit(
             payload["memory_mb"] = parse_memory(memory)
         except ValueError as e:
             raise InputError(str(e), field="--memory") from None
+    if queue is not None:
+        payload["queue"] = queue
+    if priority_class != "normal":
+        payload["priority_class"] = priority_class
     with client() as c:
         job = c.submit(payload, idempotency_key=idempotency_key)
     print("\n".join(map(str, job.get("array_job_ids") or [job["id"]])))

@@ -1,0 +1,124 @@
+"""Predicted start and finish times of the server's jobs, and ``what-if`` (``tesserae.sim.predict``).
+
+After every decision the controller hands its state to the ``Predictor``, which copies it (in
+the controller's thread, so the copy is consistent) and simulates it forward in a worker thread
+of its own, at most ``budget_seconds`` of wall time per prediction; the API reads the latest
+finished prediction (one per decision: cached per round). ``what_if`` simulates the same latest
+snapshot under another policy, placement or queue config, for ``POST /v1/what-if``.
+
+The simulated cost of a (re)start is ``restart_seconds`` (default 1 s; ``benchmarks/sim_vs_real.py``
+measured about 0.2 s for the toy trainer on a 2-core machine, a PyTorch job loading a checkpoint
+takes longer: set it with ``tesserae server --predict-restart-seconds``).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.jobs import JobTable
+from tesserae.core.plan import Assignment
+from tesserae.core.queues import QueueConfig, build_tree
+from tesserae.placement.base import make_placement
+from tesserae.scheduler import Scheduler
+from tesserae.scheduler_queues import QueueStep
+from tesserae.scheduling._per_queue import QUEUE_POLICIES, PerQueuePolicy, check_queue_policy
+from tesserae.scheduling.base import make_policy
+from tesserae.sim.engine import SimConfig
+from tesserae.sim.predict import Prediction, Snapshot, predict
+
+UNKNOWN_WORK_MIN = 1e11  # the controller's stand-in for 'iterations not given' is larger than this
+
+
+class Predictor:
+    def __init__(self, round_seconds: float, event_driven: bool, *, restart_seconds: float = 1.0,
+                 budget_seconds: float = 2.0, policy_options: dict[str, Any] | None = None) -> None:
+        self.config = SimConfig(round_seconds=round_seconds, restart_overhead=restart_seconds,
+                                event_driven=event_driven, allow_thrashing=True)
+        self.budget_seconds = budget_seconds
+        self.policy_options = dict(policy_options or {})
+        self.epoch = 0.0
+        self.latest: Prediction | None = None
+        self._snapshot: Snapshot | None = None  # the latest one taken (what-if starts from it)
+        self._todo: Snapshot | None = None
+        self._cond = threading.Condition()
+        self._worker: threading.Thread | None = None
+        self.predictions = 0
+        self.failures = 0
+
+    # ------------------------------------------------------------------ controller thread
+    def after_decision(self, epoch: float, now: float, table: JobTable, active: np.ndarray,
+                       assignments: dict[int, Assignment], scheduler: Scheduler) -> None:
+        """Copy the state just decided on; the worker predicts from it (the previous copy, if not
+        started yet, is dropped: only the latest state matters)."""
+        known = table.work < UNKNOWN_WORK_MIN
+        snap = Snapshot.take(now, table, active, assignments, scheduler, known)
+        with self._cond:
+            self.epoch = epoch
+            self._snapshot = snap
+            self._todo = snap
+            self._cond.notify()
+            if self._worker is None:
+                self._worker = threading.Thread(target=self._loop, name="tesserae-predictor", daemon=True)
+                self._worker.start()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while self._todo is None:
+                    self._cond.wait()
+                snap, self._todo = self._todo, None
+            work = _fork(snap)  # the kept snapshot stays pristine for what-if
+            try:
+                result = predict(work, work.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
+            except Exception:  # a prediction never takes the server down; the API then shows none
+                self.failures += 1
+                continue
+            with self._cond:
+                self.latest = result
+                self.predictions += 1
+
+    # ------------------------------------------------------------------ API threads
+    def lookup(self, job_id: int) -> tuple[float | None, float | None]:
+        """(predicted start, predicted finish) in epoch seconds, from the latest prediction."""
+        p = self.latest
+        if p is None:
+            return None, None
+        start, finish = p.start.get(job_id), p.finish.get(job_id)
+        return (None if start is None else start + self.epoch, None if finish is None else finish + self.epoch)
+
+    def what_if(self, policy: str | None, placement: str | None, queues: QueueConfig | None,
+                no_queues: bool = False) -> tuple[Prediction, Prediction]:
+        """The latest snapshot simulated as it is and with another policy, placement or queue config."""
+        with self._cond:
+            snap = self._snapshot
+        if snap is None:
+            raise LookupError("no decision has been made yet: nothing to predict from")
+        base = predict(_fork(snap), snap.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
+        alt = _fork(snap)
+        sched = alt.scheduler
+        new_policy = sched.policy if policy is None else make_policy(policy, **self.policy_options)
+        new_placement = sched.placement if placement is None else make_placement(placement, **self.policy_options)
+        step = None if no_queues else sched.queues
+        if queues is not None:
+            check_queue_policy(new_policy.name)
+            tree = build_tree(queues, gpus_by_type=sched.cluster.gpus_by_type, path="body",
+                              policy_names=QUEUE_POLICIES)
+            step = QueueStep(tree)
+            if any(p is not None and p != new_policy.name for p in tree.policy):
+                new_policy = PerQueuePolicy(tree, new_policy, **self.policy_options)
+        elif step is not None and policy is not None:
+            check_queue_policy(new_policy.name)
+            step = QueueStep(step.tree)
+        alt.scheduler = Scheduler(sched.cluster, new_policy, new_placement, sched.model, sched.config, queues=step)
+        return base, predict(alt, sched.cluster, self.config, budget_seconds=self.budget_seconds)
+
+
+def _fork(snap: Snapshot) -> Snapshot:
+    """An independent copy of a snapshot (a prediction mutates its table and policy)."""
+    s = snap.scheduler
+    memo: dict[int, Any] = {id(s.model): s.model, id(s.cluster): s.cluster}
+    return copy.deepcopy(snap, memo)
