@@ -61,6 +61,8 @@ class Scheduler:
         self._last_time = 0.0
         self._last: dict[int, Assignment] = {}
         self._last_exec: dict[int, float] = {}
+        # The inputs and result of the last placement run (table, order, previous, assignments).
+        self._last_placed: tuple[JobTable, np.ndarray, dict[int, Assignment], dict[int, Assignment]] | None = None
 
     def decide(self, now: float, table: JobTable, active: np.ndarray,
                previous: Mapping[int, Assignment]) -> Plan:
@@ -70,6 +72,17 @@ class Scheduler:
         order = held_first(self.policy.order(table, active, now), table, previous, now)
         self.last_order = order
         advice = self.policy.advice(order)
+        assignments = self._unchanged(table, order, advice, previous)
+        if assignments is None:
+            assignments = self._place(table, order, advice, previous)
+        pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
+        if self.policy.credits_what_ran:
+            self._remember(now, table, assignments)
+        return Plan.diff(now, dict(previous), assignments, pairs)
+
+    def _place(self, table: JobTable, order: np.ndarray, advice: Advice, previous: Mapping[int, Assignment]
+               ) -> dict[int, Assignment]:
+        """Allocate gangs in priority order, pack, lay out: the placement's assignments."""
         placer = self.placement.begin(self.cluster, table, previous, self.model, advice)
         if self.queues is not None and self.queues.enforce:
             self.last_order = self.queues.walk(placer, table, order, previous, self.config.no_backfill,
@@ -101,10 +114,25 @@ class Scheduler:
         # Packing pairs jobs that did not fit with admitted ones (the partners share their hosts' GPUs).
         placer.pack(advice.pack_candidates())
         assignments = placer.finish()
-        pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
-        if self.policy.credits_what_ran:
-            self._remember(now, table, assignments)
-        return Plan.diff(now, dict(previous), assignments, pairs)
+        if self.placement.replays_unchanged:
+            self._last_placed = (table, order.copy(), dict(previous), assignments)
+        return assignments
+
+    def _unchanged(self, table: JobTable, order: np.ndarray, advice: Advice, previous: Mapping[int, Assignment]
+                   ) -> dict[int, Assignment] | None:
+        """The last decision's assignments when nothing the placement reads has changed since, else None.
+
+        A placement with ``replays_unchanged`` is a function of the order, the advice, the previous
+        assignments and the rows' job classes (fixed per row): with the same order, advice that is
+        the order alone, and the same previous assignments as the last time it ran, it would
+        compute the same assignments again. Its per-round statistics are repeated instead.
+        """
+        last = self._last_placed
+        if (last is None or last[0] is not table or advice.kinds != AdviceKind.NONE or advice.overflow is not None
+                or not np.array_equal(last[1], order) or last[2] != previous):
+            return None
+        self.placement.repeat_last_round()
+        return last[3]
 
     def _remember(self, now: float, table: JobTable, assignments: Mapping[int, Assignment]) -> None:
         self._last_time = now
@@ -137,9 +165,7 @@ class Scheduler:
         prev_rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
         ran = np.isin(order, prev_rows)
         n = int(order.size if ran.all() else np.argmin(ran))
-        if n:
-            placer.keep_running(order[:n])
-        return n
+        return placer.keep_running(order[:n]) if n else 0
 
     def summary(self) -> dict[str, Any]:
         out = {**self.policy.summary(), **self.placement.summary()}
