@@ -4,7 +4,7 @@ Prints the simulation's summary (average JCT, preemptions, migrations: what an o
 leave unchanged) and the frames that take the most time, by self time and by total time, so that
 the hot spots of a configuration can be read without a viewer.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/profile_philly.py las:tesserae+packing [--top 15]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/profile_philly.py las:tesserae+packing [--top 15] [--days 40,50]
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--cluster", default="64x8")
     ap.add_argument("--top", type=int, default=15)
     ap.add_argument("--no-profile", action="store_true", help="only the summary and wall time")
+    ap.add_argument("--days", help="FROM,TO: only the jobs submitted in these days of the trace (a window)")
     args = ap.parse_args()
     trace = SHARED_DATA / "philly" / "philly.csv"
     if not trace.exists():
@@ -63,16 +64,20 @@ def main() -> None:
     model = load_profile(None)
     cluster = load_cluster(args.cluster)
     specs = read_trace(str(trace), "philly", model)
+    if args.days:
+        lo, hi = (float(d) * 86400 + min(j.submit_time for j in specs) for d in args.days.split(","))
+        specs = [j for j in specs if lo <= j.submit_time < hi]
     run = parse_run_label(args.config, RunSpec())
     profiler = None if args.no_profile else Profiler(interval=0.005)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     if profiler is not None:
         profiler.start()
     _, s = simulate(specs, cluster, model, run)
     if profiler is not None:
         profiler.stop()
     wall = time.perf_counter() - t0
-    out = {"config": args.config, "wall_s": round(wall, 1), "completed": s["completed"], "avg_jct": s["avg_jct"],
+    out = {"config": args.config, "jobs": len(specs), "wall_s": round(wall, 1),
+           "cpu_s": round(time.process_time() - c0, 1), "completed": s["completed"], "avg_jct": s["avg_jct"],
            "makespan": s["makespan"], "preemptions": s["preemptions"], "migrations": s["migrations"],
            "decisions": s["decisions"], "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
     print(json.dumps(out))

@@ -26,7 +26,7 @@ def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndar
     """(finish times, summary, skipped decisions) of one simulation with one shortcut switched off."""
     cluster = parse_cluster_spec(cluster_spec)
     model = DefaultModel()
-    specs = generate_workload(160, 1.5, cluster, model, seed=5)
+    specs = generate_workload(100, 1.5, cluster, model, seed=5)
     sched = build_scheduler(cluster, model, parse_run_label(label, RunSpec()))
     placement: Any = sched.placement
     skipped = [0]
@@ -60,7 +60,7 @@ def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndar
 def test_each_shortcut_leaves_the_simulation_unchanged(label: str, cluster_spec: str) -> None:
     finish, summary, skipped = _run(label, cluster_spec, None)
     assert np.isfinite(finish).all()
-    for off in ("skip", "bulk", "one-type"):
+    for off in ("skip", "bulk", "one-type") if ":" not in cluster_spec else ("skip", "bulk"):
         f, s, n = _run(label, cluster_spec, off)
         assert np.array_equal(f, finish), off
         assert s == summary, off
