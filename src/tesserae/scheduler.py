@@ -72,17 +72,22 @@ class Scheduler:
         order = held_first(self.policy.order(table, active, now), table, previous, now)
         self.last_order = order
         advice = self.policy.advice(order)
-        assignments = self._unchanged(table, order, advice, previous)
+        # Tenant queues re-divide the cluster every decision (budgets move with time), so a decision
+        # with queues is never replayed.
+        assignments = self._unchanged(table, order, advice, previous) if self.queues is None else None
         if assignments is None:
-            assignments = self._place(table, order, advice, previous)
+            assignments = self._place(now, table, order, advice, previous)
         pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
         if self.policy.credits_what_ran:
             self._remember(now, table, assignments)
-        return Plan.diff(now, dict(previous), assignments, pairs)
+        plan = Plan.diff(now, dict(previous), assignments, pairs)
+        if self.queues is not None:
+            self.queues.observe(now, table, active, order, plan.assignments, plan.stopped)
+        return plan
 
-    def _place(self, table: JobTable, order: np.ndarray, advice: Advice, previous: Mapping[int, Assignment]
-               ) -> dict[int, Assignment]:
-        """Allocate gangs in priority order, pack, lay out: the placement's assignments."""
+    def _place(self, now: float, table: JobTable, order: np.ndarray, advice: Advice,
+               previous: Mapping[int, Assignment]) -> dict[int, Assignment]:
+        """Allocate gangs in priority order (inside each tenant queue's budget), pack, lay out."""
         placer = self.placement.begin(self.cluster, table, previous, self.model, advice)
         if self.queues is not None and self.queues.enforce:
             self.last_order = self.queues.walk(placer, table, order, previous, self.config.no_backfill,
@@ -90,10 +95,7 @@ class Scheduler:
                                                now)
         else:
             self._walk(placer, table.num_gpus[order], order, previous)
-        plan = self._finish(now, table, placer, advice, previous)
-        if self.queues is not None:
-            self.queues.observe(now, table, active, order, plan.assignments, plan.stopped)
-        return plan
+        return self._finish(table, order, placer, advice, previous)
 
     def _walk(self, placer: RoundPlacer, gangs: np.ndarray, order: np.ndarray,
               previous: Mapping[int, Assignment]) -> None:
@@ -109,8 +111,8 @@ class Scheduler:
             if (gangs[i] > free or not placer.try_admit(row)) and no_backfill:
                 break
 
-    def _finish(self, now: float, table: JobTable, placer: RoundPlacer, advice: Advice,
-                previous: Mapping[int, Assignment]) -> Plan:
+    def _finish(self, table: JobTable, order: np.ndarray, placer: RoundPlacer, advice: Advice,
+                previous: Mapping[int, Assignment]) -> dict[int, Assignment]:
         # Packing pairs jobs that did not fit with admitted ones (the partners share their hosts' GPUs).
         placer.pack(advice.pack_candidates())
         assignments = placer.finish()
