@@ -61,6 +61,8 @@ class Scheduler:
         self._last_time = 0.0
         self._last: dict[int, Assignment] = {}
         self._last_exec: dict[int, float] = {}
+        # The inputs and result of the last placement run (table, order, previous, assignments).
+        self._last_placed: tuple[JobTable, np.ndarray, dict[int, Assignment], dict[int, Assignment]] | None = None
 
     def decide(self, now: float, table: JobTable, active: np.ndarray,
                previous: Mapping[int, Assignment]) -> Plan:
@@ -70,6 +72,22 @@ class Scheduler:
         order = held_first(self.policy.order(table, active, now), table, previous, now)
         self.last_order = order
         advice = self.policy.advice(order)
+        # Tenant queues re-divide the cluster every decision (budgets move with time), so a decision
+        # with queues is never replayed.
+        assignments = self._unchanged(table, order, advice, previous) if self.queues is None else None
+        if assignments is None:
+            assignments = self._place(now, table, order, advice, previous)
+        pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
+        if self.policy.credits_what_ran:
+            self._remember(now, table, assignments)
+        plan = Plan.diff(now, dict(previous), assignments, pairs)
+        if self.queues is not None:
+            self.queues.observe(now, table, active, order, plan.assignments, plan.stopped)
+        return plan
+
+    def _place(self, now: float, table: JobTable, order: np.ndarray, advice: Advice,
+               previous: Mapping[int, Assignment]) -> dict[int, Assignment]:
+        """Allocate gangs in priority order (inside each tenant queue's budget), pack, lay out."""
         placer = self.placement.begin(self.cluster, table, previous, self.model, advice)
         if self.queues is not None and self.queues.enforce:
             self.last_order = self.queues.walk(placer, table, order, previous, self.config.no_backfill,
@@ -77,10 +95,7 @@ class Scheduler:
                                                now)
         else:
             self._walk(placer, table.num_gpus[order], order, previous)
-        plan = self._finish(now, table, placer, advice, previous)
-        if self.queues is not None:
-            self.queues.observe(now, table, active, order, plan.assignments, plan.stopped)
-        return plan
+        return self._finish(table, order, placer, advice, previous)
 
     def _walk(self, placer: RoundPlacer, gangs: np.ndarray, order: np.ndarray,
               previous: Mapping[int, Assignment]) -> None:
@@ -96,15 +111,30 @@ class Scheduler:
             if (gangs[i] > free or not placer.try_admit(row)) and no_backfill:
                 break
 
-    def _finish(self, now: float, table: JobTable, placer: RoundPlacer, advice: Advice,
-                previous: Mapping[int, Assignment]) -> Plan:
+    def _finish(self, table: JobTable, order: np.ndarray, placer: RoundPlacer, advice: Advice,
+                previous: Mapping[int, Assignment]) -> dict[int, Assignment]:
         # Packing pairs jobs that did not fit with admitted ones (the partners share their hosts' GPUs).
         placer.pack(advice.pack_candidates())
         assignments = placer.finish()
-        pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
-        if self.policy.credits_what_ran:
-            self._remember(now, table, assignments)
-        return Plan.diff(now, dict(previous), assignments, pairs)
+        if self.placement.replays_unchanged:
+            self._last_placed = (table, order.copy(), dict(previous), assignments)
+        return assignments
+
+    def _unchanged(self, table: JobTable, order: np.ndarray, advice: Advice, previous: Mapping[int, Assignment]
+                   ) -> dict[int, Assignment] | None:
+        """The last decision's assignments when nothing the placement reads has changed since, else None.
+
+        A placement with ``replays_unchanged`` is a function of the order, the advice, the previous
+        assignments and the rows' job classes (fixed per row): with the same order, advice that is
+        the order alone, and the same previous assignments as the last time it ran, it would
+        compute the same assignments again. Its per-round statistics are repeated instead.
+        """
+        last = self._last_placed
+        if (last is None or last[0] is not table or advice.kinds != AdviceKind.NONE or advice.overflow is not None
+                or not np.array_equal(last[1], order) or last[2] != previous):
+            return None
+        self.placement.repeat_last_round()
+        return last[3]
 
     def _remember(self, now: float, table: JobTable, assignments: Mapping[int, Assignment]) -> None:
         self._last_time = now
@@ -137,9 +167,7 @@ class Scheduler:
         prev_rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
         ran = np.isin(order, prev_rows)
         n = int(order.size if ran.all() else np.argmin(ran))
-        if n:
-            placer.keep_running(order[:n])
-        return n
+        return placer.keep_running(order[:n]) if n else 0
 
     def summary(self) -> dict[str, Any]:
         out = {**self.policy.summary(), **self.placement.summary()}

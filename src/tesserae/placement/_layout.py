@@ -494,6 +494,8 @@ class _Evictor:
         best: tuple[tuple[int, int, int], list[int]] | None = None
         for b in cand.tolist():
             nd = k - int(pool.avail[b])
+            if best is not None and best[0][0] == 1 and best[0][1:] < (nd, b):
+                break  # candidates come by need, then index: none after this one costs less
             jobs = self.on_node.get(b, {})
             single = [(c, r) for r, c in jobs.items() if c >= nd]
             if single:

@@ -137,16 +137,16 @@ def _solve(edges: list[tuple[int, int, float]], host_counts: list[int], over_cou
     cols = np.arange(V)
     a = csr_matrix((np.ones(2 * V), (np.concatenate([ii2, H + jj2]), np.concatenate([cols, cols]))),
                    shape=(H + n_over, V))
+    rhs = np.array(host_counts + over_counts, dtype=float)
     # Totally unimodular with integral bounds: the dual simplex returns an integral vertex.
-    res = linprog(-w2, A_ub=a, b_ub=np.array(host_counts + over_counts, dtype=float), bounds=np.c_[np.zeros(V), ub2],
-                  method="highs-ds")
+    xs = _dual_simplex(-w2, ii2, H + jj2, H + n_over, ub2, rhs)
     x = None
-    if res.status == 0:
-        x = np.rint(res.x)
-        if np.abs(x - res.x).max() > 1e-6 or (a @ x > np.array(host_counts + over_counts) + 1e-9).any():
+    if xs is not None:
+        x = np.rint(xs)
+        if np.abs(x - xs).max() > 1e-6 or (a @ x > rhs + 1e-9).any():
             x = None
     if x is None:  # never seen; kept as a safety net
-        res = milp(-w2, constraints=[LinearConstraint(a, -np.inf, np.array(host_counts + over_counts, dtype=float))],
+        res = milp(-w2, constraints=[LinearConstraint(a, -np.inf, rhs)],
                    integrality=np.ones(V), bounds=Bounds(0, ub2))
         if res.x is None:
             return np.zeros(E, dtype=np.int64)
@@ -155,3 +155,48 @@ def _solve(edges: list[tuple[int, int, float]], host_counts: list[int], over_cou
     out = x[:E].copy()
     np.add.at(out, extra, x[E:])
     return out
+
+
+def _dual_simplex(c: np.ndarray, row_a: np.ndarray, row_b: np.ndarray, n_rows: int, ub: np.ndarray,
+                  rhs: np.ndarray) -> np.ndarray | None:
+    """min c.x, A x <= rhs, 0 <= x <= ub, where column v of A is 1 on rows ``row_a[v]`` < ``row_b[v]``.
+
+    HiGHS's dual simplex with the options ``linprog(method="highs-ds")`` gives it, called directly:
+    on these small problems (one per round) linprog's input checks and sparse conversions cost
+    several times the solve. Falls back to ``linprog`` where SciPy's HiGHS binding is not the one
+    this was written against. None when the solve fails.
+    """
+    V = c.size
+    if _HIGHS is not None:
+        try:
+            wrapper, options, optimal, inf = _HIGHS
+            indices = np.column_stack([row_a, row_b]).ravel().astype(np.int32)
+            res = wrapper(c.astype(float), np.arange(0, 2 * V + 1, 2, dtype=np.int32), indices, np.ones(2 * V),
+                          np.full(n_rows, -inf), rhs.copy(), np.zeros(V), ub.astype(float).copy(),
+                          np.empty(0, dtype=np.uint8), dict(options))
+            if res.get("status") != optimal or res.get("x") is None:
+                return None
+            return np.asarray(res["x"], dtype=float)
+        except (TypeError, ValueError, AttributeError):
+            pass
+    cols = np.arange(V)
+    a = csr_matrix((np.ones(2 * V), (np.concatenate([row_a, row_b]), np.concatenate([cols, cols]))), shape=(n_rows, V))
+    res = linprog(c, A_ub=a, b_ub=rhs, bounds=np.c_[np.zeros(V), ub], method="highs-ds")
+    return res.x if res.status == 0 else None
+
+
+def _highs_binding() -> tuple[Any, dict[str, Any], Any, float] | None:
+    """SciPy's HiGHS wrapper and the options linprog(method="highs-ds") passes it (None if absent)."""
+    try:
+        from scipy.optimize._highspy._core import HighsDebugLevel, HighsModelStatus, ObjSense, kHighsInf
+        from scipy.optimize._highspy._core import simplex_constants as s_c
+        from scipy.optimize._highspy._highs_wrapper import _highs_wrapper
+    except ImportError:
+        return None
+    options = {"presolve": True, "sense": ObjSense.kMinimize, "solver": "simplex",
+               "highs_debug_level": HighsDebugLevel.kHighsDebugLevelNone, "log_to_console": False,
+               "output_flag": False, "simplex_strategy": s_c.SimplexStrategy.kSimplexStrategyDual}
+    return _highs_wrapper, options, HighsModelStatus.kOptimal, float(kHighsInf)
+
+
+_HIGHS = _highs_binding()

@@ -153,11 +153,13 @@ class RoundPlacer:
     def try_admit(self, row: int) -> bool:
         raise NotImplementedError
 
-    def keep_running(self, rows: np.ndarray) -> None:
-        """Admit ``rows`` (they ran last round, and lead the order) on their GPUs, all at once.
+    def keep_running(self, rows: np.ndarray) -> int:
+        """Admit a leading run of ``rows`` (they ran last round, and lead the order) at once.
 
         Only called when ``keeps_running_in_bulk``: such a placer keeps running jobs in place, and
-        until the first new job in priority order nothing can have taken their GPUs.
+        until the first new job in priority order nothing can have taken their GPUs. Returns how
+        many of the leading rows it admitted, exactly as ``try_admit`` one by one would have; the
+        allocator offers the rest one by one.
         """
         raise NotImplementedError
 
@@ -186,6 +188,15 @@ class PlacementPolicy:
     def honours(self) -> AdviceKind:
         """The advice this placement follows (see ``tesserae.core.advice``); NONE by default."""
         return AdviceKind.NONE
+
+    #: Whether the assignments are a function of the order, the advice, the previous assignments and
+    #: the rows' job classes alone (no other state): the scheduler then skips a decision whose
+    #: inputs are those of the last one, and calls ``repeat_last_round`` instead.
+    replays_unchanged: ClassVar[bool] = False
+
+    def repeat_last_round(self) -> None:
+        """Count a skipped decision in the statistics as the last one (only with ``replays_unchanged``)."""
+        raise NotImplementedError
 
     @property
     def packs(self) -> bool:

@@ -125,8 +125,8 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
         self.evict_for(layout)
         self.assigned[row] = Assignment(row, self.pool.take_nodes(layout, mask))
 
-    def keep_running(self, rows: np.ndarray) -> None:
-        """Admit jobs that ran last round and come first in priority order, all at once.
+    def keep_running(self, rows: np.ndarray) -> int:
+        """Admit jobs that ran last round and come first in priority order, all at once (all of them).
 
         Called before any other admission: nothing has been evicted yet, so each keeps its GPUs.
         """
@@ -139,6 +139,7 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
         self._node_held = held.tolist()
         self.release_held(gpus)
         self.held_total -= int(gpus.size)
+        return int(rows.size)
 
     def _keep_previous(self, row: int) -> bool | None:
         """True: kept its GPUs; False: preempted; None: not a continuing job (or may move)."""

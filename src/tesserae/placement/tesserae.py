@@ -70,6 +70,8 @@ class TesseraePlacer(RoundPlacer):
         self.type_of: dict[int, int] = {}
         self.partner: dict[int, int] = {}
         self._movable: dict[int, list[int]] = {}  # type -> admitted rows that did not run there before
+        self._one_type = not multi
+        self._runs: dict[tuple[int, int], bool] = {}  # (type index, GPU count) -> can run on the one type
         self._types_done = False
 
     # ------------------------------------------------------------------------------ admission
@@ -79,8 +81,42 @@ class TesseraePlacer(RoundPlacer):
 
     #: Admitted jobs examined when a gang finds no type with room (bounds the rebalancing work).
     REBALANCE_SCAN = 64
+    keeps_running_in_bulk = True
+
+    def keep_running(self, rows: np.ndarray) -> int:
+        """``try_admit`` of the leading rows at once, up to the first that does not fit where it ran.
+
+        Without type advice a running job asks for the type it ran on first; in the leading run of
+        running jobs nothing else has claimed GPUs yet, so each is admitted there as long as that
+        type's running demand so far fits (a pair's two members both count, as one by one).
+        """
+        if self.follow_types or rows.size == 0:
+            return 0
+        prev, t = self.previous, self.table
+        first = np.fromiter((prev[r].gpus[0] for r in rows.tolist()), dtype=np.int64, count=rows.size)
+        types = self.cluster.gpu_type[first].astype(np.int64)
+        k = t.num_gpus[rows].astype(np.int64)
+        demand = np.empty(rows.size, dtype=np.int64)
+        for ti in np.unique(types).tolist():
+            on = types == ti
+            demand[on] = np.cumsum(k[on])
+        ok = demand <= self.free_t[types]
+        tidx = t.type_idx[rows]
+        for ti, kk, ty in {(int(a), int(b), int(c)) for a, b, c in zip(tidx, k, types, strict=True)}:
+            if ty not in self.book.prefs(t.types[ti], kk):  # cannot run where it ran: one by one
+                ok &= ~((tidx == ti) & (k == kk) & (types == ty))
+        n = int(rows.size if ok.all() else np.argmin(ok))
+        if n:
+            self.free_t -= np.bincount(types[:n], weights=k[:n], minlength=self.free_t.size).astype(np.int64)
+            self._free -= int(k[:n].sum())
+            kept = rows[:n].tolist()
+            self.hosts.extend(kept)
+            self.type_of.update(zip(kept, types[:n].tolist(), strict=True))
+        return n
 
     def try_admit(self, row: int) -> bool:
+        if self._one_type:
+            return self._admit_one_type(row)
         jt, k = self.job_class(row)
         prefs = self.book.prefs(jt, k)
         free_t = self.free_t
@@ -97,6 +133,22 @@ class TesseraePlacer(RoundPlacer):
         self.type_of[row] = t
         if self.previous_type(row) != t:
             self._movable.setdefault(t, []).append(row)
+        return True
+
+    def _admit_one_type(self, row: int) -> bool:
+        """``try_admit`` on a cluster of one GPU type: the gang fits or not, nothing to choose or move."""
+        t = self.table
+        key = (int(t.type_idx[row]), int(t.num_gpus[row]))
+        ok = self._runs.get(key)
+        if ok is None:
+            ok = self._runs[key] = bool(self.book.prefs(t.types[key[0]], key[1]))
+        k = key[1]
+        if not ok or self._free < k:
+            return False
+        self.free_t[0] -= k
+        self._free -= k
+        self.hosts.append(row)
+        self.type_of[row] = 0
         return True
 
     def _rebalance(self, prefs: tuple[int, ...], k: int) -> int:
@@ -248,10 +300,12 @@ class TesseraePlacer(RoundPlacer):
         overflow = rest[cum <= self.cluster.num_gpus].tolist()
         if not overflow:
             return
-        book, types = self.book, t.types
-        tidx, ngpu, type_of = t.type_idx.tolist(), t.num_gpus.tolist(), self.type_of
-        host_items = [(r, (types[tidx[r]], ngpu[r], type_of[r])) for r in self.hosts]
-        over_items = [(r, (types[tidx[r]], ngpu[r])) for r in overflow]
+        book, types, type_of = self.book, t.types, self.type_of
+        host_items = [(r, (types[ti], k, type_of[r])) for r, ti, k
+                      in zip(self.hosts, t.type_idx[hosts].tolist(), t.num_gpus[hosts].tolist(), strict=True)]
+        over_rows = np.asarray(overflow, dtype=np.int64)
+        over_items = [(r, (types[ti], k)) for r, ti, k
+                      in zip(overflow, t.type_idx[over_rows].tolist(), t.num_gpus[over_rows].tolist(), strict=True)]
         cache = self.owner.gain_cache(book)
 
         def gain(hc: tuple[str, int, int], oc: tuple[str, int]) -> float:
@@ -403,6 +457,8 @@ class TesseraePlacement(PlacementPolicy):
         self.hetero_chosen = 0.0
         self.hetero_blind = 0.0
         self.hetero_greedy = 0.0
+        #: This round's calls of the note_* methods, repeated for a round the scheduler skips.
+        self._notes: list[tuple[Any, tuple[Any, ...]]] = []
 
     @classmethod
     def from_options(cls, **options: Any) -> TesseraePlacement:
@@ -421,9 +477,18 @@ class TesseraePlacement(PlacementPolicy):
         kinds = AdviceKind.GPU_TYPE | AdviceKind.TYPE_SHARES
         return kinds | AdviceKind.PAIRS if self.packing else kinds
 
+    replays_unchanged = True
+
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
               model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
+        self._notes = []
         return TesseraePlacer(self, cluster, table, previous, model, advice)
+
+    def repeat_last_round(self) -> None:
+        """The statistics of a skipped decision: those of the last one it repeats."""
+        notes, self._notes = self._notes, []
+        for note, args in notes:
+            note(*args)
 
     # Caches that live across rounds (rates by job class, per-type node arrays).
     def rate_book(self, cluster: Cluster, model: ThroughputModel) -> RateBook:
@@ -463,6 +528,7 @@ class TesseraePlacement(PlacementPolicy):
         return tp
 
     def note_round(self, moved: int, spread: int, regrouped: int, evictions: int, seconds: float) -> None:
+        self._notes.append((self.note_round, (moved, spread, regrouped, evictions, 0.0)))  # a repeat lays out nothing
         self.rounds += 1
         self.migrations.append(moved)
         self.spread_jobs += spread
@@ -471,13 +537,16 @@ class TesseraePlacement(PlacementPolicy):
         self.layout_seconds += seconds
 
     def note_pairs(self, n: int) -> None:
+        self._notes.append((self.note_pairs, (n,)))
         self.pairs.append(n)
 
     def note_overrides(self, overrides: int, units: int) -> None:
+        self._notes.append((self.note_overrides, (overrides, units)))
         self.type_overrides += overrides
         self.typed_units += units
 
     def note_hetero(self, chosen: float, blind: float, greedy: float) -> None:
+        self._notes.append((self.note_hetero, (chosen, blind, greedy)))
         self.hetero_chosen += chosen
         self.hetero_blind += blind
         self.hetero_greedy += greedy

@@ -1,0 +1,88 @@
+"""The shortcuts that make the Tesserae placement fast must not change a single decision.
+
+Each shortcut (skipping a decision whose inputs are the last one's, admitting the leading running
+jobs at once, the one-type admission, HiGHS called without linprog) is switched off in turn and the
+whole simulation compared, finish time by finish time, with the default run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix
+
+from tesserae.core.cluster import parse_cluster_spec
+from tesserae.placement import _packing
+from tesserae.profiles.default_model import DefaultModel
+from tesserae.sim.engine import SimConfig, Simulator
+from tesserae.sim.runner import RunSpec, build_scheduler, parse_run_label
+from tesserae.traces import generate_workload
+
+
+def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndarray, dict[str, Any], int]:
+    """(finish times, summary, skipped decisions) of one simulation with one shortcut switched off."""
+    cluster = parse_cluster_spec(cluster_spec)
+    model = DefaultModel()
+    specs = generate_workload(100, 1.5, cluster, model, seed=5)
+    sched = build_scheduler(cluster, model, parse_run_label(label, RunSpec()))
+    placement: Any = sched.placement
+    skipped = [0]
+    repeat = placement.repeat_last_round
+
+    def counted() -> None:
+        skipped[0] += 1
+        repeat()
+
+    placement.repeat_last_round = counted
+    if switch_off == "skip":
+        placement.replays_unchanged = False
+    begin = placement.begin
+
+    def begin_without(*args: Any, **kwargs: Any) -> Any:
+        placer = begin(*args, **kwargs)
+        if switch_off == "bulk":
+            placer.keeps_running_in_bulk = False
+        if switch_off == "one-type":
+            placer._one_type = False
+        return placer
+
+    placement.begin = begin_without
+    res = Simulator(specs, cluster, sched, SimConfig(round_seconds=300.0, restart_overhead=30.0)).run()
+    summary = {k: v for k, v in res.scheduler_summary.items() if k != "layout_seconds"}
+    return res.table.finish.copy(), summary, skipped[0]
+
+
+@pytest.mark.parametrize("cluster_spec", ["4x4", "2x4:k80,2x4:v100"])
+@pytest.mark.parametrize("label", ["las:tesserae+packing", "tiresias-las:tesserae+packing", "fifo:tesserae"])
+def test_each_shortcut_leaves_the_simulation_unchanged(label: str, cluster_spec: str) -> None:
+    finish, summary, skipped = _run(label, cluster_spec, None)
+    assert np.isfinite(finish).all()
+    for off in ("skip", "bulk", "one-type") if ":" not in cluster_spec else ("skip", "bulk"):
+        f, s, n = _run(label, cluster_spec, off)
+        assert np.array_equal(f, finish), off
+        assert s == summary, off
+        if off == "skip":
+            assert n == 0
+    assert skipped > 0  # the workload has decisions whose inputs repeat: the skip was exercised
+
+
+def test_direct_dual_simplex_returns_linprogs_vertex() -> None:
+    """Same solver, same options: the same vertex, also among tied optima (weights drawn from few values)."""
+    rng = np.random.default_rng(3)
+    for trial in range(300):
+        h, o = (int(v) for v in rng.integers(1, 10, 2))
+        e = int(rng.integers(1, h * o + 1))
+        cells = rng.choice(h * o, size=e, replace=False)
+        ii, jj = cells // o, cells % o
+        w = rng.choice([0.2, 0.25, 0.5], size=e) if trial % 2 else rng.uniform(0.1, 1.0, e)
+        hc, oc = rng.integers(1, 15, h), rng.integers(1, 15, o)
+        ub = np.minimum(hc[ii], oc[jj]).astype(float)
+        rhs = np.concatenate([hc, oc]).astype(float)
+        cols = np.arange(e)
+        a = csr_matrix((np.ones(2 * e), (np.concatenate([ii, h + jj]), np.concatenate([cols, cols]))),
+                       shape=(h + o, e))
+        ref = linprog(-w, A_ub=a, b_ub=rhs, bounds=np.c_[np.zeros(e), ub], method="highs-ds").x
+        assert np.array_equal(_packing._dual_simplex(-w, ii, h + jj, h + o, ub, rhs), ref)
