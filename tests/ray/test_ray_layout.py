@@ -82,7 +82,9 @@ def _launch(tmp_path: Path, agent: subprocess.Popen[bytes], *cmd: str, nproc: in
 def test_part_launcher_detaches_sets_ranks_and_records_the_exit(tmp_path: Path) -> None:
     agent = subprocess.Popen(["sleep", "60"])
     try:
-        script = "import json,os,sys; print(json.dumps({k: os.environ[k] for k in sys.argv[1:]}), flush=True)"
+        # One write per rank (the log is O_APPEND): print's line and newline could interleave under load.
+        script = ("import json,os,sys; os.write(1, (json.dumps({k: os.environ[k] for k in sys.argv[1:]}) + "
+                  "'\\n').encode())")
         _launch(tmp_path, agent, sys.executable, "-c", script, "RANK", "LOCAL_RANK", "WORLD_SIZE",
                       "LOCAL_WORLD_SIZE")
         wait_for(lambda: ray_launcher.read_exit(str(tmp_path / "part-1")) is not None, 15, 0.05, "the exit record")
