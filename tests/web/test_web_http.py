@@ -119,3 +119,13 @@ def test_docs_and_assets_are_served_locally(server: Server) -> None:
     assert c.get("/ui/static/vendor/uPlot.iife.min.js").status_code == 200
     assert c.get("/ui/static/../../api.py").status_code == 404
     c.close()
+
+
+def test_usage_window_too_small_is_a_422_and_what_if_conflict_is_documented(server: Server) -> None:
+    # Found by benchmarks/fuzz_api.py: a window of 5e-324 s made bins of zero width (500).
+    admin = server.client()
+    r = admin.get("/v1/usage", params={"window": "5e-324", "bins": 48})
+    assert r.status_code == 422 and "window" in r.text
+    assert admin.get("/v1/usage", params={"window": 1, "bins": 48}).status_code == 200
+    spec = admin.get("/openapi.json").json()
+    assert "409" in spec["paths"]["/v1/what-if"]["post"]["responses"]

@@ -10,6 +10,7 @@ from fastapi import FastAPI, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from tesserae.core.errors import InputError
+from tesserae.runtime.api_limits import ErrorBody
 from tesserae.runtime.tenancy import QueueRefused
 
 
@@ -32,7 +33,9 @@ def _average_jct(pred: Any, submit: dict[int, float], epoch: float) -> float | N
 def add_what_if_routes(app: FastAPI, controller: Any, Who: Any) -> None:
     """``POST /v1/what-if``, authenticated by ``Who`` (the principal dependency of ``api``)."""
 
-    @app.post("/v1/what-if", tags=["queues"])
+    @app.post("/v1/what-if", tags=["queues"],
+              responses={409: {"model": ErrorBody, "description": "No decision has been made yet: nothing to "
+                                                                  "predict from."}})
     def what_if(req: WhatIf, who: Who) -> dict[str, Any]:
         """Predicted start and finish of the active jobs now, and under another policy, placement or quota.
 

@@ -144,7 +144,7 @@ def extra_router(controller: Controller) -> APIRouter:
 
     @router.get("/v1/usage", tags=["cluster"])
     def usage(who: Who,
-              window: Annotated[float, Query(gt=0, le=MAX_WINDOW, description="Seconds back from now.")] = 86400.0,
+              window: Annotated[float, Query(ge=1.0, le=MAX_WINDOW, description="Seconds back from now.")] = 86400.0,
               bins: Annotated[int, Query(ge=1, le=MAX_BINS)] = 48) -> dict[str, Any]:
         """GPU-hours per user per time bin and utilisation (GPU-seconds held / GPU-seconds there),
         over the last ``window`` seconds. A user sees their own GPU-hours and the rest summed as
