@@ -61,6 +61,8 @@ from _report import ROOT, SHARED_DATA, machine, today
 
 OUT = ROOT / "docs" / "reproduction"
 CACHE = OUT / "tesserae_results.json"
+#: Bumped when runs of an older cache no longer stand for this study (2: the whole Philly window).
+CACHE_FORMAT = "tesserae-ablation-2"
 REPORT = OUT / "tesserae.md"
 GAVEL_JSON = SHARED_DATA / "gavel" / "simulation_throughputs.json"
 NORM_SPEED = SHARED_DATA / "blox" / "norm_speed.csv"
@@ -73,11 +75,6 @@ PHILLY_DAYS = (15.0, 30.0)
 PHILLY_GPUS = 512
 CLAIMS = {"avg_jct": 1.62, "makespan": 1.15}
 
-#: The Philly workloads run are the jobs submitted in the first days of the window's busy part
-#: (days 15-20 hold 34 of its 8,698 jobs): days 20-23 on 64 GPUs, 20-22 on 256. The whole window
-#: (about 1,100 jobs on 64 GPUs, 4,300 on 256) took 3-4x longer per run than the shared 2-core
-#: machine allowed for this study.
-PHILLY_DAYS_RUN = {"64": (20.0, 23.0), "256": (20.0, 22.0)}
 #: cluster key -> (spec, workload)
 CLUSTERS: dict[str, tuple[str, str]] = {
     "homo-64": ("8x8:v100", "philly"),
@@ -183,21 +180,27 @@ AT_SCALE = ("tesserae", "tesserae+packing", FIXED_STRATEGY)
 ALL = None
 #: The study: (cluster, restart cost) -> policy -> the configurations run (``ALL``: the policy's
 #: whole ladder; on a homogeneous cluster the type-matching-off rungs are left out, they are the
-#: same runs as with it on). Sized to fit about 45 minutes of a 2-core machine shared with other
-#: work: the full ladder under every policy on the heterogeneous 64-GPU cluster at 30 s; the
-#: job-dependent cost, the homogeneous cluster and 256 GPUs with the steps that carry the gains;
-#: the packed Gavel LP (a variable per pair of jobs) on the heterogeneous 64-GPU cluster only.
+#: same runs as with it on). Every policy on every cluster at both restart costs would be about 5 h
+#: of one core; the plan keeps the full ladder under every policy on the heterogeneous 64-GPU
+#: cluster at both costs, and elsewhere the policies' own placements against Tesserae's (with the
+#: layout and packing steps under LAS on the homogeneous 64-GPU cluster and the LLM mix). The packed
+#: Gavel LP (a variable per pair of jobs) runs on the mixed 64-GPU cluster only: one run of it on
+#: hetero-256 had not finished after 120 s of CPU time (a plain-LP run there: 42 s).
 PLAN: dict[tuple[str, str], dict[str, tuple[str, ...] | None]] = {
     ("hetero-64", "30s"): {"gavel": ALL, "gavel-packed": ALL, "las": ALL, "tiresias-p0": ALL,
                            "tiresias-p8": ("tiresias", "gavel", "tesserae-layout", "tesserae", "tesserae+packing")},
-    ("hetero-64", "job"): {"gavel-packed": ALL, "tiresias-p8": ("tiresias", "tesserae+packing"),
-                           "las": ("gavel", "tesserae+packing")},
-    ("homo-64", "30s"): {"tiresias-p8": ("tiresias", "tesserae", "tesserae+packing"),
+    ("hetero-64", "job"): {"gavel": ALL, "gavel-packed": ALL, "las": ALL,
+                           "tiresias-p8": ("tiresias", "gavel", "tesserae-layout", "tesserae", "tesserae+packing")},
+    ("homo-64", "30s"): {"gavel": ALL, "tiresias-p8": ("tiresias", "tesserae", "tesserae+packing"),
                          "las": ("gavel", "tesserae", "gavel+packing", "tesserae+packing")},
-    ("llm-64", "30s"): {"las": ALL, "tiresias-p8": ("tiresias", "tesserae+packing", FIXED_STRATEGY)},
+    ("llm-64", "30s"): {"gavel": ALL, "las": ALL, "tiresias-p8": ("tiresias", "tesserae+packing", FIXED_STRATEGY)},
     ("hetero-256", "30s"): {"gavel": ("gavel", "tesserae+packing"), "tiresias-p8": AT_SCALE,
                             "las": ("gavel", "tesserae+packing")},
-    ("homo-256", "30s"): {"tiresias-p8": AT_SCALE, "las": ("gavel", "tesserae+packing")},
+    ("homo-256", "30s"): {"gavel": ("gavel", "tesserae+packing"), "tiresias-p8": ("tiresias", "tesserae+packing"),
+                          "las": ("gavel", "tesserae+packing")},
+    ("llm-256", "30s"): {"las": ("gavel", "tesserae", "tesserae+packing", FIXED_STRATEGY),
+                         "tiresias-p8": ("tiresias", "tesserae+packing", FIXED_STRATEGY)},
+    ("hetero-256", "job"): {"gavel": ("gavel", "tesserae+packing"), "las": ("gavel", "tesserae+packing")},
 }
 
 
@@ -321,10 +324,6 @@ def philly_rows() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return _MODELS["philly"]
 
 
-def philly_days(cluster: str) -> tuple[float, float]:
-    return PHILLY_DAYS_RUN[cluster.rsplit("-", 1)[1]]
-
-
 def philly_workload(num_gpus: int, seed: int, days: tuple[float, float] = PHILLY_DAYS) -> list[Any]:
     """The window's jobs thinned to ``num_gpus``; ``days`` (within the window) keeps those submitted
     then, from its start (the thinning and the types of a job do not depend on ``days``)."""
@@ -377,7 +376,7 @@ def workload(run: Run, cluster: Any) -> tuple[list[Any], Any]:
     if CLUSTERS[run.cluster][1] == "llm":
         jobs = llm_workload(cluster, _SMOKE.get("llm_jobs", LLM_JOBS[run.cluster]), LLM_LOAD[run.cluster], run.seed)
         return jobs, llm_model()
-    jobs = philly_workload(cluster.num_gpus, run.seed, philly_days(run.cluster))
+    jobs = philly_workload(cluster.num_gpus, run.seed)
     if "philly_jobs" in _SMOKE:
         # A wiring check that still queues: jobs from day 20 on (where the window's bursts begin),
         # arriving 4x faster than in the trace.
@@ -421,9 +420,9 @@ def execute(run: Run, smoke: dict[str, int]) -> dict[str, Any]:
 def load_cache() -> dict[str, Any]:
     if CACHE.exists():
         data = json.loads(CACHE.read_text())
-        if data.get("format") == "tesserae-ablation-1":
+        if data.get("format") == CACHE_FORMAT:
             return data
-    return {"format": "tesserae-ablation-1", "runs": {}, "sessions": []}
+    return {"format": CACHE_FORMAT, "runs": {}, "sessions": []}
 
 
 def save_cache(data: dict[str, Any]) -> None:
@@ -562,7 +561,9 @@ def system_rows(runs: dict[str, Any], seeds: int) -> list[dict[str, Any]]:
 
 
 def write_report(data: dict[str, Any], seeds: int) -> None:
-    runs = data["runs"]
+    planned = {r.key for r in all_runs(seeds)}
+    extra = len(set(data["runs"]) - planned)
+    runs = {k: r for k, r in data["runs"].items() if k in planned}  # a run left out of the plan is not reported
     rows = gain_rows(runs, seeds)
     systems = system_rows(runs, seeds)
     L: list[str] = ["# Tesserae's placement with the policy held fixed", ""]
@@ -571,9 +572,10 @@ def write_report(data: dict[str, Any], seeds: int) -> None:
     L += ["Every figure below was measured by `benchmarks/reproduce_tesserae.py` (it writes this page and "
           "`tesserae_results.json`, the cache of every run). Sessions that filled the cache:", ""]
     L += [f"- {s['date']}: `{s['command']}` on {s['machine']}: {s['runs']} runs, {s['wall_seconds'] / 60:.1f} min "
-          "wall" for s in sessions[-12:]]
-    total = len(all_runs(seeds))
-    L += ["", f"Runs cached: {len(runs)}; the study at {seeds} seeds has {total}. Their simulation CPU time "
+          "wall" + (f" ({s['note']})" if s.get("note") else "") for s in sessions[-12:]]
+    L += ["", f"Runs cached: {len(runs) + extra}" + (f" ({extra} of them outside the current plan, not reported)"
+                                                     if extra else "") +
+          f"; the study at {seeds} seeds has {len(planned)}. Their simulation CPU time "
           f"adds up to {cpu / 3600:.2f} h (on an idle 2-core machine, about half that in wall time with "
           "`--workers 2`).", ""]
     L += setup_section(runs, seeds)
@@ -610,14 +612,9 @@ def setup_section(runs: dict[str, Any], seeds: int) -> list[str]:
         "GPUs over the window), and each job gets a job type drawn uniformly among those Gavel measured for its "
         "GPU count on all three GPU types (3 GPUs become 4, 5-7 become 8). Work = duration x the type's v100 "
         "throughput. Seed s draws the thinning and the types.",
-        "- **Fewer jobs than the whole window: what was run.** Days 15-20 hold 34 of the window's jobs; the "
-        "runs take the jobs submitted in the first days of its busy part, from their own submission times: "
-        f"days {PHILLY_DAYS_RUN['64'][0]:.0f}-{PHILLY_DAYS_RUN['64'][1]:.0f} on the 64-GPU clusters "
-        f"({jobs('homo-64')} jobs per run on homo-64, {jobs('hetero-64')} on hetero-64), days "
-        f"{PHILLY_DAYS_RUN['256'][0]:.0f}-{PHILLY_DAYS_RUN['256'][1]:.0f} on the 256-GPU ones ({jobs('homo-256')} "
-        f"on homo-256, {jobs('hetero-256')} on hetero-256). The whole window (about 1,100 jobs on 64 GPUs, "
-        "4,300 on 256) took 3-4x longer per run than this study's time on a 2-core machine shared with other "
-        "work allowed (`PHILLY_DAYS_RUN` in the script sets the windows).",
+        f"- **Jobs per run**: the whole window, {jobs('homo-64')} jobs per run on homo-64, {jobs('hetero-64')} on "
+        f"hetero-64, {jobs('homo-256')} on homo-256, {jobs('hetero-256')} on hetero-256 (days 15-20 hold 34 of "
+        "them; the busy part starts on day 20).",
         f"- **LLM mix**: Blox's `norm_speed.csv` (pipeline strategies of Bert-Large and GPT2-Medium, measured "
         "co-location speeds); 30% large jobs on 2 or 4 GPUs, 70% small ones; Poisson arrivals at load "
         f"{LLM_LOAD['llm-64']}; {LLM_JOBS['llm-64']} jobs on 64 GPUs, {LLM_JOBS['llm-256']} on 256.",
@@ -640,8 +637,11 @@ def plan_section() -> list[str]:
     L = ["## What ran", "",
          "Each row is one `--only` chunk of the study (e.g. `benchmarks/reproduce_tesserae.py --only "
          "'hetero-64/job/*'`), every configuration on the same workloads, seeds 0-4. The full ladder of steps "
-         "runs under every policy on the heterogeneous 64-GPU cluster at 30 s; elsewhere the steps that carry the "
-         "gains (the study's size is chosen to fit about 45 minutes of a 2-core machine shared with other work). "
+         "runs under every policy on the heterogeneous 64-GPU cluster at both restart costs; elsewhere policies' "
+         "own placements against Tesserae's, plus the layout and packing steps where they can differ (every "
+         "policy on every cluster at both costs would be about 5 h of one core; the table lists what ran). "
+         "Gavel's packed LP runs on the mixed 64-GPU cluster only: one run of it on hetero-256 had not "
+         "finished after 120 s of CPU time (a plain-LP run there: 42 s). "
          "On a homogeneous cluster type matching has nothing to match: `tesserae` there is the layout step "
          "(its runs are the same with type matching off).", "",
          "| cluster | cost | policy | configurations |", "| --- | --- | --- | --- |"]
@@ -666,9 +666,14 @@ def differences(runs: dict[str, Any], seeds: int, rows: list[dict[str, Any]],
                   and r["policy"] == r0["policy"]), None)
         return "not run" if g is None else g["ratio"].text()
 
+    # The steps one by one exist only where the ladder ran: decompose the best setting that has them.
+    laddered = [r for r in same if gain("type matching", r) != "not run"]
+    step = max(laddered, key=lambda r: r["ratio"].geo()) if laddered else best
+    where = "" if step is best else (f"; where the steps ran one by one, the best is {step['ratio'].text()} under "
+                                     f"{step['policy']} on {step['cluster']} ({step['cost']})")
     L.append(f"- **The best same-policy ratio is type matching under a policy that gives no type advice.** "
-             f"{best['ratio'].text()} under {best['policy']} on {best['cluster']} ({best['cost']}): layout "
-             f"{gain('layout', best)}, type matching {gain('type matching', best)}, packing {gain('packing', best)}. "
+             f"{best['ratio'].text()} under {best['policy']} on {best['cluster']} ({best['cost']}){where}: layout "
+             f"{gain('layout', step)}, type matching {gain('type matching', step)}, packing {gain('packing', step)}. "
              "Without a policy's advice the baseline (`gavel` placement) puts every job on the fastest type with "
              "room; Tesserae's matching puts each job where its own speed-up is largest. The policy is the same, "
              "so this is a placement gain, but against a placement that does not weigh one job's speed-ups "
@@ -702,9 +707,10 @@ def differences(runs: dict[str, Any], seeds: int, rows: list[dict[str, Any]],
                  if "+packing" in k and (CLUSTERS[k.split("/")[0]][1] == w)] for w in ("philly", "llm")}
     if pairs["philly"] or pairs["llm"]:
         f = {w: (float(np.mean(v)) if v else math.nan) for w, v in pairs.items()}
-        L.append(f"- **Packing found next to nothing to pair on the Philly windows**: {f['philly']:.2f} packed "
-                 f"pairs per round on average over the Philly runs with packing, {f['llm']:.2f} over the LLM "
-                 "mix's. Packing pairs a job that does not fit with one that runs (under the packed LP, the "
+        L.append(f"- **Packing found {'next to nothing' if f['philly'] < 1 else 'little'} to pair on the Philly "
+                 f"workloads**: {f['philly']:.2f} packed pairs per round on average over the Philly runs with "
+                 f"packing, {f['llm']:.2f} over the LLM mix's. Packing pairs a job that does not fit with one that "
+                 "runs (under the packed LP, the "
                  "pairs the LP chose), so it can only help where jobs wait.")
     if systems:
         b = max(systems, key=lambda r: r["ratio"].geo())
@@ -724,11 +730,15 @@ def differences(runs: dict[str, Any], seeds: int, rows: list[dict[str, Any]],
     if homo:
         pre = float(np.mean([r.get("preemptions") or 0 for r in homo]))
         util = float(np.mean([r.get("utilization") or 0 for r in homo]))
-        L.append(f"- **The homogeneous windows barely queue**: {pre:.0f} preemptions per run on average, "
-                 f"{util:.0%} utilization; almost every job starts when it arrives, so every placement gives the "
-                 "same JCT there (1.00x), and the gains above are on the mixed clusters.")
-    L.append("- **Smaller and shorter workloads than the paper's** (see *Setup*): the windows run here are three "
-             "days (64 GPUs) and two days (256 GPUs) of the Philly trace.")
+        hr = [r["ratio"].geo() for r in same if r["cluster"].startswith("homo-")]
+        span = f"{min(hr):.2f}-{max(hr):.2f}x" if hr else "not measured"
+        L.append(f"- **On the homogeneous clusters there is no GPU type to match**: all of Tesserae's placement "
+                 f"against the policy's own gives {span} there (layout and packing only; {util:.0%} "
+                 f"utilization and {pre:.0f} preemptions per run on average); the large same-policy gains are "
+                 "type matching on the mixed clusters.")
+    L.append("- **Other workloads than the paper's** (see *Setup*): Philly's days 15-30 thinned to the cluster's "
+             "size with Gavel's job types, and a 300- or 1,000-job LLM mix; ratios depend on how much the "
+             "workload queues, which the thinning keeps at the trace's own load.")
     return [*L, ""]
 
 
@@ -953,6 +963,11 @@ def main() -> None:
     console = Console(stderr=True, width=None if sys.stderr.isatty() else 160)
     wall0 = time.perf_counter()
     if todo:
+        # The session is recorded before its first run and updated after each, so a session that is
+        # stopped part-way still names the runs it added.
+        session = {"date": today(), "machine": machine(), "runs": 0, "wall_seconds": 0.0,
+                   "command": "benchmarks/reproduce_tesserae.py " + " ".join(sys.argv[1:])}
+        data["sessions"].append(session)
         with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as prog, ProcessPoolExecutor(max_workers=args.workers) as pool:
             bar = prog.add_task(f"{len(todo)} runs", total=len(todo))
@@ -960,14 +975,12 @@ def main() -> None:
             for fut in as_completed(futures):
                 r = fut.result()
                 data["runs"][r["key"]] = r
+                session["runs"] += 1
+                session["wall_seconds"] = time.perf_counter() - wall0
                 save_cache(data)
                 prog.console.print(f"{r['key']:60s} JCT {fmt_h(r['avg_jct']):>7s} h  cpu {r['cpu_seconds']:.0f} s",
                                    highlight=False)
                 prog.advance(bar)
-        data["sessions"].append({"date": today(), "machine": machine(), "runs": len(todo),
-                                 "wall_seconds": time.perf_counter() - wall0,
-                                 "command": "benchmarks/reproduce_tesserae.py " + " ".join(sys.argv[1:])})
-        save_cache(data)
     write_report(data, args.seeds)
     console.print(f"{len(todo)} runs done; {len(data['runs'])} cached; wrote {REPORT}")
 
