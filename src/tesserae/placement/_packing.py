@@ -134,18 +134,19 @@ def _solve(edges: list[tuple[int, int, float]], host_counts: list[int], over_cou
     w2 = np.concatenate([w, w[extra] + STICKINESS])
     ub2 = np.concatenate([ub, np.minimum(ub[extra], again[extra]) if extra.size else np.zeros(0)])
     V = ii2.size
-    cols = np.arange(V)
-    a = csr_matrix((np.ones(2 * V), (np.concatenate([ii2, H + jj2]), np.concatenate([cols, cols]))),
-                   shape=(H + n_over, V))
     rhs = np.array(host_counts + over_counts, dtype=float)
     # Totally unimodular with integral bounds: the dual simplex returns an integral vertex.
     xs = _dual_simplex(-w2, ii2, H + jj2, H + n_over, ub2, rhs)
     x = None
     if xs is not None:
         x = np.rint(xs)
-        if np.abs(x - xs).max() > 1e-6 or (a @ x > rhs + 1e-9).any():
+        used = np.bincount(ii2, x, H + n_over) + np.bincount(H + jj2, x, H + n_over)
+        if np.abs(x - xs).max() > 1e-6 or (used > rhs + 1e-9).any():
             x = None
     if x is None:  # never seen; kept as a safety net
+        cols = np.arange(V)
+        a = csr_matrix((np.ones(2 * V), (np.concatenate([ii2, H + jj2]), np.concatenate([cols, cols]))),
+                       shape=(H + n_over, V))
         res = milp(-w2, constraints=[LinearConstraint(a, -np.inf, rhs)],
                    integrality=np.ones(V), bounds=Bounds(0, ub2))
         if res.x is None:
@@ -161,22 +162,39 @@ def _dual_simplex(c: np.ndarray, row_a: np.ndarray, row_b: np.ndarray, n_rows: i
                   rhs: np.ndarray) -> np.ndarray | None:
     """min c.x, A x <= rhs, 0 <= x <= ub, where column v of A is 1 on rows ``row_a[v]`` < ``row_b[v]``.
 
-    HiGHS's dual simplex with the options ``linprog(method="highs-ds")`` gives it, called directly:
-    on these small problems (one per round) linprog's input checks and sparse conversions cost
-    several times the solve. Falls back to ``linprog`` where SciPy's HiGHS binding is not the one
-    this was written against. None when the solve fails.
+    HiGHS's dual simplex with the options ``linprog(method="highs-ds")`` gives it, on a fresh HiGHS
+    instance as linprog's does, but called directly: on these small problems (one per round)
+    linprog's input checks, SciPy's per-call option validation and its reading back of duals and
+    bases cost more than the solve. The options are validated once (``_highs_binding``). Falls
+    back to ``linprog`` where SciPy's HiGHS binding is not the one this was written against.
+    None when the solve fails.
     """
     V = c.size
     if _HIGHS is not None:
         try:
-            wrapper, options, optimal, inf = _HIGHS
-            indices = np.column_stack([row_a, row_b]).ravel().astype(np.int32)
-            res = wrapper(c.astype(float), np.arange(0, 2 * V + 1, 2, dtype=np.int32), indices, np.ones(2 * V),
-                          np.full(n_rows, -inf), rhs.copy(), np.zeros(V), ub.astype(float).copy(),
-                          np.empty(0, dtype=np.uint8), dict(options))
-            if res.get("status") != optimal or res.get("x") is None:
+            core, options, optimal, inf = _HIGHS
+            lp = core.HighsLp()
+            lp.num_col_ = V
+            lp.num_row_ = n_rows
+            m = lp.a_matrix_
+            m.num_col_ = V
+            m.num_row_ = n_rows
+            m.format_ = core.MatrixFormat.kColwise
+            lp.col_cost_ = c.astype(float)
+            lp.col_lower_ = np.zeros(V)
+            lp.col_upper_ = ub.astype(float)
+            lp.row_lower_ = np.full(n_rows, -inf)
+            lp.row_upper_ = rhs.astype(float)
+            m.start_ = np.arange(0, 2 * V + 1, 2, dtype=np.int32)
+            m.index_ = np.column_stack([row_a, row_b]).ravel().astype(np.int32)
+            m.value_ = np.ones(2 * V)
+            highs = core._Highs()
+            if highs.passOptions(options) == core.HighsStatus.kError or \
+                    highs.passModel(lp) == core.HighsStatus.kError or highs.run() == core.HighsStatus.kError:
                 return None
-            return np.asarray(res["x"], dtype=float)
+            if highs.getModelStatus() != optimal:
+                return None
+            return np.array(highs.getSolution().col_value, dtype=float)
         except (TypeError, ValueError, AttributeError):
             pass
     cols = np.arange(V)
@@ -185,18 +203,26 @@ def _dual_simplex(c: np.ndarray, row_a: np.ndarray, row_b: np.ndarray, n_rows: i
     return res.x if res.status == 0 else None
 
 
-def _highs_binding() -> tuple[Any, dict[str, Any], Any, float] | None:
-    """SciPy's HiGHS wrapper and the options linprog(method="highs-ds") passes it (None if absent)."""
+def _highs_binding() -> tuple[Any, Any, Any, float] | None:
+    """SciPy's HiGHS core module, the options linprog(method="highs-ds") sets (as SciPy's wrapper sets
+    them, validated once), the optimal status and HiGHS's infinity; None if the binding differs."""
     try:
-        from scipy.optimize._highspy._core import HighsDebugLevel, HighsModelStatus, ObjSense, kHighsInf
+        import scipy.optimize._highspy._core as core
         from scipy.optimize._highspy._core import simplex_constants as s_c
-        from scipy.optimize._highspy._highs_wrapper import _highs_wrapper
-    except ImportError:
+
+        options = core.HighsOptions()
+        values = {"presolve": "on", "solver": "simplex",
+                  "highs_debug_level": core.HighsDebugLevel.kHighsDebugLevelNone, "log_to_console": False,
+                  "output_flag": False, "simplex_strategy": s_c.SimplexStrategy.kSimplexStrategyDual}
+        probe = core._Highs()
+        for key, value in values.items():
+            status, _ = probe.getOptionType(key)
+            if status != core.HighsStatus.kOk:
+                return None
+            setattr(options, key, value)
+        return core, options, core.HighsModelStatus.kOptimal, float(core.kHighsInf)
+    except (ImportError, AttributeError, TypeError):
         return None
-    options = {"presolve": True, "sense": ObjSense.kMinimize, "solver": "simplex",
-               "highs_debug_level": HighsDebugLevel.kHighsDebugLevelNone, "log_to_console": False,
-               "output_flag": False, "simplex_strategy": s_c.SimplexStrategy.kSimplexStrategyDual}
-    return _highs_wrapper, options, HighsModelStatus.kOptimal, float(kHighsInf)
 
 
 _HIGHS = _highs_binding()
