@@ -1,8 +1,9 @@
 """The shortcuts that make the Tesserae placement fast must not change a single decision.
 
 Each shortcut (skipping a decision whose inputs are the last one's, admitting the leading running
-jobs at once, the one-type admission, HiGHS called without linprog) is switched off in turn and the
-whole simulation compared, finish time by finish time, with the default run.
+jobs at once, the one-type admission, the vectorised one-type walk, reusing the Assignment of a job
+kept in place, HiGHS called without linprog) is switched off in turn and the whole simulation
+compared, finish time by finish time, with the default run.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndar
             placer.keeps_running_in_bulk = False
         if switch_off == "one-type":
             placer._one_type = False
+        if switch_off == "walk":
+            placer.admits_in_bulk = False
+        if switch_off == "reuse":
+            placer.reuse_kept = False
         return placer
 
     placement.begin = begin_without
@@ -60,7 +65,7 @@ def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndar
 def test_each_shortcut_leaves_the_simulation_unchanged(label: str, cluster_spec: str) -> None:
     finish, summary, skipped = _run(label, cluster_spec, None)
     assert np.isfinite(finish).all()
-    for off in ("skip", "bulk", "one-type") if ":" not in cluster_spec else ("skip", "bulk"):
+    for off in ("skip", "bulk", "one-type", "walk", "reuse") if ":" not in cluster_spec else ("skip", "bulk", "reuse"):
         f, s, n = _run(label, cluster_spec, off)
         assert np.array_equal(f, finish), off
         assert s == summary, off

@@ -158,6 +158,11 @@ class TypePlacer:
         self.first = cluster.node_first_gpu[self.nodes]
         self.pos = np.full(cluster.num_nodes, -1, dtype=np.int64)
         self.pos[self.nodes] = np.arange(self.nodes.size)
+        # The same as lists, for the per-GPU work of ``_indices``.
+        self._gpu_node: list[int] = cluster.gpu_node.tolist()
+        self._node_list: list[int] = self.nodes.tolist()
+        self._first_list: list[int] = self.first.tolist()
+        self._cap_list: list[int] = self.cap.tolist()
 
     # ------------------------------------------------------------------------------- entry point
     def place(self, hosts: list[int], size: Mapping[int, int], prev: Mapping[int, tuple[int, ...]]) -> TypeLayout:
@@ -401,41 +406,39 @@ class TypePlacer:
     def _indices(self, placed: Mapping[int, Parts], prev: Mapping[int, tuple[int, ...]],
                  keep_whole: list[int]) -> dict[int, tuple[int, ...]]:
         """GPU ids: ``keep_whole`` rows keep theirs; placed continuing jobs keep what they can."""
-        cl = self.cluster
-        taken = np.zeros(cl.num_gpus, dtype=bool)
-        out: dict[int, tuple[int, ...]] = {}
-        if keep_whole:
-            idx = np.fromiter(itertools.chain.from_iterable(prev[r] for r in keep_whole), dtype=np.int64)
-            taken[idx] = True
-            for r in keep_whole:
-                out[r] = prev[r]
+        # Plain Python sets and lists: a round touches a few GPUs per job, where NumPy's per-call
+        # overhead on such small arrays costs more than the work.
+        node_of = self._gpu_node
+        taken: set[int] = set(itertools.chain.from_iterable(prev[r] for r in keep_whole))
+        out: dict[int, tuple[int, ...]] = {r: prev[r] for r in keep_whole}
         rest: dict[int, list[tuple[int, int]]] = {}
         chosen: dict[int, list[int]] = {}
+        nodes = self._node_list
         for r, parts in placed.items():
             old = prev.get(r)
-            old_arr = np.asarray(old, dtype=np.int64) if old else None
             todo = []
             mine: list[int] = []
             for b, c in parts:
-                if old_arr is not None:
-                    node = int(self.nodes[b])
-                    here = old_arr[(cl.gpu_node[old_arr] == node) & ~taken[old_arr]][:c]
-                    if here.size:
-                        taken[here] = True
-                        mine.extend(here.tolist())
-                        c -= here.size
+                if old:
+                    node = nodes[b]
+                    here = [g for g in old if node_of[g] == node and g not in taken][:c]
+                    if here:
+                        taken.update(here)
+                        mine.extend(here)
+                        c -= len(here)
                 if c:
                     todo.append((b, c))
             chosen[r] = mine
             rest[r] = todo
+        first, cap = self._first_list, self._cap_list
         for r, todo in rest.items():
             mine = chosen[r]
             for b, c in todo:
-                lo = int(self.first[b])
-                free = lo + np.flatnonzero(~taken[lo: lo + int(self.cap[b])])[:c]
-                assert free.size == c, "layout gave a node more GPUs than it has free"
-                taken[free] = True
-                mine.extend(free.tolist())
+                lo = first[b]
+                free = [g for g in range(lo, lo + cap[b]) if g not in taken][:c]
+                assert len(free) == c, "layout gave a node more GPUs than it has free"
+                taken.update(free)
+                mine.extend(free)
             out[r] = tuple(sorted(mine))
         return out
 

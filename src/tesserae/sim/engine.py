@@ -129,6 +129,8 @@ class Simulator:
         self.warnings: list[str] = []
         self._check_restart_costs()
         self.assignments: dict[int, Assignment] = {}
+        #: Rows whose assignment names a given row as its partner (``_unpair`` reads it).
+        self.named_by: dict[int, list[int]] = {}
         self.active: dict[int, None] = {}  # insertion-ordered set of QUEUED or RUNNING rows
         self.run_rows = np.empty(0, dtype=np.int64)
         self.in_use = 0
@@ -174,6 +176,7 @@ class Simulator:
         sim.assignments = dict(assignments)
         sim.shared_gpus = sum(min(int(t.num_gpus[r]), int(t.num_gpus[a.partner])) for r, a in assignments.items()
                               if a.partner is not None and r < a.partner)
+        sim._index_partners()
         sim._refresh_running()
         sim._start = now
         return sim
@@ -383,15 +386,19 @@ class Simulator:
                     self._charge_restart(r, now)
                     t.strategy_changes[r] += 1
         shared = 0
+        named: dict[int, list[int]] = {}
         for r, a in plan.assignments.items():
             p = previous.get(r)
             if (p is not a and p != a) or r in changed or a.partner in changed:
                 t.rate[r] = self._rate(a, strategy.get(r), None if a.partner is None else strategy.get(a.partner))
-            if a.partner is not None and r < a.partner:
-                shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
+            if a.partner is not None:
+                named.setdefault(a.partner, []).append(r)
+                if r < a.partner:
+                    shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
         self.assignments = dict(plan.assignments)
         self.strategy = strategy
         self.shared_gpus = shared
+        self.named_by = named
         self._refresh_running()
 
     def _charge_restart(self, row: int, now: float) -> None:
@@ -574,20 +581,33 @@ class Simulator:
         for r in ready:
             self.active[r] = None
 
+    def _index_partners(self) -> None:
+        named: dict[int, list[int]] = {}
+        for r, a in self.assignments.items():
+            if a.partner is not None:
+                named.setdefault(a.partner, []).append(r)
+        self.named_by = named
+
     def _unpair(self, done: set[int]) -> None:
         """The jobs in ``done`` left their GPUs (their strategy goes); those whose partner left run alone
         now, at their own rate."""
         t = self.table
         for r in done:
             self.strategy.pop(r, None)
-        if self.shared_gpus:
-            for r, a in list(self.assignments.items()):
-                if a.partner in done:
-                    # Alone until the next decision, still launched with the strategy it had.
-                    alone = Assignment(r, a.gpus, None, self.strategy.get(r, a.strategy))
-                    self.assignments[r] = alone
-                    t.rate[r] = self._rate(alone, alone.strategy)
-                    self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
+        if not self.shared_gpus:
+            return
+        # Only the rows that named a finished row as partner, not every assignment: each is handled
+        # on its own, so the order does not matter.
+        for d in done:
+            for r in self.named_by.pop(d, ()):
+                a = self.assignments.get(r)
+                if a is None or a.partner != d:
+                    continue
+                # Alone until the next decision, still launched with the strategy it had.
+                alone = Assignment(r, a.gpus, None, self.strategy.get(r, a.strategy))
+                self.assignments[r] = alone
+                t.rate[r] = self._rate(alone, alone.strategy)
+                self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
 
     def _result(self, wall0: float) -> SimResult:
         tl = np.array(self._timeline, dtype=np.float64).reshape(-1, 4)
