@@ -464,11 +464,22 @@ class _Evictor:
             self.on_node.setdefault(b, {})[r] = c
             self.of_row.setdefault(r, []).append((b, c))
         self.jobs_on = np.bincount(p_node, minlength=self.tp.nodes.size).astype(np.int64)
+        # Per node, its jobs as (GPUs, row), most GPUs first, then by row: built when a node is first
+        # examined, dropped when one of its jobs leaves (a round examines the same nodes many times).
+        self._by_size: dict[int, list[tuple[int, int]]] = {}
         self._built = True
+
+    def _jobs_by_size(self, b: int) -> list[tuple[int, int]]:
+        lst = self._by_size.get(b)
+        if lst is None:
+            lst = sorted(((c, r) for r, c in self.on_node.get(b, {}).items()), key=lambda cr: (-cr[0], cr[1]))
+            self._by_size[b] = lst
+        return lst
 
     def _evict(self, rows: list[int]) -> None:
         for r in rows:
             for b, c in self.of_row.pop(r):
+                self._by_size.pop(b, None)
                 del self.on_node[b][r]
                 self.pool.change(b, c)
                 self.kept_usage[b] -= c
@@ -499,14 +510,13 @@ class _Evictor:
             nd = k - int(pool.avail[b])
             if best is not None and best[0][0] == 1 and best[0][1:] < (nd, b):
                 break  # candidates come by need, then index: none after this one costs less
-            jobs = self.on_node.get(b, {})
-            single = [(c, r) for r, c in jobs.items() if c >= nd]
-            if single:
-                c, r = min(single)
+            jobs = self._jobs_by_size(b)
+            if jobs and jobs[0][0] >= nd:  # one job frees enough: the smallest such (then lowest row)
+                c, r = min(cr for cr in jobs if cr[0] >= nd)
                 choice, freed = [r], c
             else:
                 choice, freed = [], 0
-                for r, c in sorted(jobs.items(), key=lambda rc: (-rc[1], rc[0])):
+                for c, r in jobs:
                     choice.append(r)
                     freed += c
                     if freed >= nd:
