@@ -84,8 +84,8 @@ class TesseraePlacer(RoundPlacer):
     #: Admitted jobs examined when a gang finds no type with room (bounds the rebalancing work).
     REBALANCE_SCAN = 64
     keeps_running_in_bulk = True
-    #: A host kept on its GPUs, alone as before, with its strategy unchanged, keeps its Assignment
-    #: object without going through ``_assignment`` (what that would return).
+    #: A job on the GPUs, with the partner and the strategy it had keeps its Assignment object without
+    #: going through ``_assignment`` (which would return that object).
     reuse_kept = True
 
     def keep_running(self, rows: np.ndarray) -> int:
@@ -431,29 +431,35 @@ class TesseraePlacer(RoundPlacer):
             evictions += layout.evictions
         out: dict[int, Assignment] = {}
         partner = self.partner
-        book, types = self.book, t.types
+        book, types, num_gpus, type_idx = self.book, t.types, t.num_gpus, t.type_idx
+        reuse = self.reuse_kept
         moved = 0
-        for r, ti, k in zip(hosts, t.type_idx[rows].tolist(), sizes, strict=True):
+        for r, ti, k in zip(hosts, type_idx[rows].tolist(), sizes, strict=True):
             p = partner.get(r)
             g = gpus[r]
             old = prev.get(r)
-            if self.reuse_kept and old is not None and old.gpus is g and old.partner == p and p is None \
-                    and old.strategy == book.strategy(types[ti], k, None):
-                out[r] = old  # kept in place, alone, same strategy: what _assignment returns
+            pc = None if p is None else (types[int(type_idx[p])], int(num_gpus[p]))
+            if reuse and old is not None and old.partner == p and (old.gpus is g or old.gpus == g) \
+                    and old.strategy == book.strategy(types[ti], k, pc):
+                out[r] = old  # same GPUs, partner and strategy: what _assignment returns
             else:
                 out[r] = self._assignment(r, g, p, old)
                 if old is not None and old.gpus != g:
                     moved += 1
             if p is not None:
-                kp = int(t.num_gpus[p])
+                kp = pc[1]
                 old = prev.get(p)
                 pg = g
                 if kp < len(pg):
                     pg = old.gpus if old is not None and set(old.gpus) <= set(pg) and len(old.gpus) == kp \
                         else pg[:kp]
-                out[p] = self._assignment(p, pg, r, old)
-                if old is not None and old.gpus != pg:
-                    moved += 1
+                if reuse and old is not None and old.partner == r and (old.gpus is pg or old.gpus == pg) \
+                        and old.strategy == book.strategy(pc[0], kp, (types[ti], k)):
+                    out[p] = old
+                else:
+                    out[p] = self._assignment(p, pg, r, old)
+                    if old is not None and old.gpus != pg:
+                        moved += 1
         self.owner.note_round(moved, spread, regrouped, evictions, time.perf_counter() - t0)
         self.assigned = out
         return out
