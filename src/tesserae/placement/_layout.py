@@ -356,9 +356,25 @@ class TypePlacer:
                 parts = pool.spread(size[r])
                 spread.add(r)
             logical[r] = parts
-        mapping = self._match(logical, held)
-        placed = {r: [(int(mapping[b]), c) for b, c in parts] for r, parts in logical.items()}
-        gpus = self._indices(placed, prev, [])
+        mapping = self._match(logical, held).tolist()
+        # A continuing job whose parts land exactly on the nodes and counts it held keeps all its GPUs
+        # (previous GPUs of different jobs are disjoint, so no other job can take one of them first):
+        # only the others go through the per-GPU choice of ``_indices``.
+        placed: dict[int, Parts] = {}
+        stay: list[int] = []
+        for r, parts in logical.items():
+            now = [(mapping[b], c) for b, c in parts]
+            h = held.get(r)
+            if h is not None and (now == h or (len(now) > 1 and sorted(now) == h)):
+                stay.append(r)
+            else:
+                placed[r] = now
+        gpus = self._indices(placed, prev, stay)
+        for r in stay:
+            g = gpus[r]
+            s = tuple(sorted(g))
+            if s != g:
+                gpus[r] = s
         moved = {r for r in cont if gpus[r] != prev[r]}
         return TypeLayout(gpus, moved, spread, "regrouped", 0)
 
