@@ -45,6 +45,21 @@ def pack(hosts: list[tuple[int, HostClass]], overflow: list[tuple[int, JobClass]
     over_rows: dict[JobClass, list[int]] = {}
     for row, oc in overflow:
         over_rows.setdefault(oc, []).append(row)
+    index = {oc: j for j, oc in enumerate(over_rows)}
+    return pack_classes(host_rows, dict(hosts), over_rows, [row for row, _ in overflow],
+                        [index[oc] for _, oc in overflow], gain, threshold, previous_partner)
+
+
+def pack_classes(host_rows: Mapping[HostClass, list[int]], host_class: Mapping[int, HostClass],
+                 over_rows: Mapping[JobClass, list[int]], over_order: list[int], over_class: list[int],
+                 gain: Callable[[HostClass, JobClass], float], threshold: float = DEFAULT_THRESHOLD,
+                 previous_partner: Mapping[int, int] | None = None) -> list[tuple[int, int]]:
+    """``pack`` on jobs already grouped by class (what a caller that can group them in bulk gives).
+
+    ``host_rows`` / ``over_rows``: the rows of each class in priority order, classes in the order
+    of their first job; ``host_class``: each host's class; ``over_order``: the overflow rows in
+    priority order and ``over_class`` the index of each one's class in ``over_rows``.
+    """
     hcs, ocs = list(host_rows), list(over_rows)
     # Edges only between compatible GPU counts (a partner never needs more GPUs than its host).
     over_by_k: dict[int, list[int]] = {}
@@ -61,45 +76,57 @@ def pack(hosts: list[tuple[int, HostClass]], overflow: list[tuple[int, JobClass]
                     edges.append((i, j, g))
     if not edges:
         return []
-    host_class = {row: hc for row, hc in hosts}
+    # Overflow rows that were paired last round with a row that hosts now, in priority order.
+    again_rows: list[tuple[int, int, int]] = []  # (overflow row, its class index, previous partner)
+    if previous_partner:
+        order = np.asarray(over_order, dtype=np.int64)
+        before = np.fromiter(previous_partner, dtype=np.int64, count=len(previous_partner))
+        for pos in np.flatnonzero(np.isin(order, before)).tolist():
+            o = over_order[pos]
+            h = previous_partner[o]
+            if h in host_class:
+                again_rows.append((o, over_class[pos], h))
     # Pairs of last round that can form again, per edge: the solve prefers them (stickiness).
     edge_of = {(hcs[i], ocs[j]): e for e, (i, j, _) in enumerate(edges)}
     again = np.zeros(len(edges), dtype=np.int64)
-    if previous_partner:
-        for o, oc in overflow:
-            h = previous_partner.get(o)
-            if h is not None and h in host_class:
-                e = edge_of.get((host_class[h], oc))
-                if e is not None:
-                    again[e] += 1
+    for _, j, h in again_rows:
+        e = edge_of.get((host_class[h], ocs[j]))
+        if e is not None:
+            again[e] += 1
     counts = _solve(edges, [len(host_rows[h]) for h in hcs], [len(over_rows[o]) for o in ocs], again)
     left = {(hcs[i], ocs[j]): int(n) for (i, j, _), n in zip(edges, counts, strict=True) if n > 0}
     if not left:
         return []
     paired: set[int] = set()
     out: list[tuple[int, int]] = []
-    if previous_partner:
-        for o, oc in overflow:
-            h = previous_partner.get(o)
-            if h is None or h not in host_class or h in paired:
-                continue
-            key = (host_class[h], oc)
-            if left.get(key, 0) > 0:
-                left[key] -= 1
-                paired.update((h, o))
-                out.append((h, o))
+    for o, j, h in again_rows:
+        if h in paired:
+            continue
+        key = (host_class[h], ocs[j])
+        if left.get(key, 0) > 0:
+            left[key] -= 1
+            paired.update((h, o))
+            out.append((h, o))
     by_over: dict[JobClass, list[HostClass]] = {}
     for hc, oc in left:
         by_over.setdefault(oc, []).append(hc)
     for oc, lst in by_over.items():
         lst.sort(key=lambda hc, oc=oc: -gain(hc, oc))
     # Overflow jobs in priority order; each takes the best-gain host class it still has pairs with,
-    # and in it the lowest-priority host not yet paired.
+    # and in it the lowest-priority host not yet paired. Only jobs of a class with pairs are looked
+    # at, and the walk ends when no pair is left.
     cursors = {hc: len(rows) - 1 for hc, rows in host_rows.items()}
-    for o, oc in overflow:
+    remaining = sum(left.values())
+    with_pairs = np.array([j for j, oc in enumerate(ocs) if oc in by_over], dtype=np.int64)
+    cls = np.asarray(over_class, dtype=np.int64)
+    for pos in np.flatnonzero(np.isin(cls, with_pairs)).tolist():
+        if remaining <= 0:
+            break
+        o = over_order[pos]
         if o in paired:
             continue
-        hc = next((h for h in by_over.get(oc, []) if left[(h, oc)] > 0), None)
+        oc = ocs[over_class[pos]]
+        hc = next((h for h in by_over[oc] if left[(h, oc)] > 0), None)
         if hc is None:
             continue
         rows = host_rows[hc]
@@ -111,6 +138,7 @@ def pack(hosts: list[tuple[int, HostClass]], overflow: list[tuple[int, JobClass]
             continue
         h = rows[i]
         left[(hc, oc)] -= 1
+        remaining -= 1
         paired.update((h, o))
         out.append((h, o))
     return out

@@ -352,12 +352,21 @@ class TesseraePlacer(RoundPlacer):
         overflow = rest[cum <= self.cluster.num_gpus].tolist()
         if not overflow:
             return
-        book, types, type_of = self.book, t.types, self.type_of
-        host_items = [(r, (types[ti], k, type_of[r])) for r, ti, k
-                      in zip(self.hosts, t.type_idx[hosts].tolist(), t.num_gpus[hosts].tolist(), strict=True)]
-        over_rows = np.asarray(overflow, dtype=np.int64)
-        over_items = [(r, (types[ti], k)) for r, ti, k
-                      in zip(overflow, t.type_idx[over_rows].tolist(), t.num_gpus[over_rows].tolist(), strict=True)]
+        book, types = self.book, t.types
+        kmax = int(t.num_gpus.max()) + 1
+        n_types = len(self.cluster.gpu_types)
+        # Classes in bulk: (job type, GPU count[, GPU type]) as one integer per row, grouped in the order
+        # of each class's first row, rows of a class in priority order.
+        type_h = np.zeros(hosts.size, dtype=np.int64) if self._one_type else \
+            np.fromiter((self.type_of[r] for r in self.hosts), dtype=np.int64, count=hosts.size)
+        hkey = (t.type_idx[hosts].astype(np.int64) * kmax + t.num_gpus[hosts]) * n_types + type_h
+        hkeys, hgroups, hcls = _group(hosts, hkey)
+        hclasses = [(types[key // n_types // kmax], key // n_types % kmax, key % n_types) for key in hkeys]
+        host_rows = dict(zip(hclasses, hgroups, strict=True))
+        over_rows_arr = np.asarray(overflow, dtype=np.int64)
+        okey = t.type_idx[over_rows_arr].astype(np.int64) * kmax + t.num_gpus[over_rows_arr]
+        okeys, ogroups, ocls = _group(over_rows_arr, okey)
+        over_rows = dict(zip([(types[key // kmax], key % kmax) for key in okeys], ogroups, strict=True))
         cache = self.owner.gain_cache(book)
 
         def gain(hc: tuple[str, int, int], oc: tuple[str, int]) -> float:
@@ -371,7 +380,9 @@ class TesseraePlacer(RoundPlacer):
             return g
 
         prev_partner = {r: a.partner for r, a in self.previous.items() if a.partner is not None}
-        pairs = _packing.pack(host_items, over_items, gain, self.owner.pack_threshold, prev_partner)
+        host_class = dict(zip(self.hosts, [hclasses[c] for c in hcls], strict=True)) if prev_partner else {}
+        pairs = _packing.pack_classes(host_rows, host_class, over_rows, overflow, ocls, gain,
+                                      self.owner.pack_threshold, prev_partner)
         for h, o in pairs:
             self.partner[h] = o
             self.partner[o] = h
@@ -481,6 +492,20 @@ class TesseraePlacer(RoundPlacer):
         if old is not None and old.gpus == gpus and old.partner == partner and old.strategy == strategy:
             return old
         return Assignment(row, gpus, partner, strategy)
+
+
+def _group(rows: np.ndarray, keys: np.ndarray) -> tuple[list[int], list[list[int]], list[int]]:
+    """Rows grouped by key: the keys in the order of their first row, each key's rows in their
+    order, and each row's group index."""
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty_like(by_first)
+    rank[by_first] = np.arange(by_first.size)
+    group = rank[inverse.ravel()]
+    order = np.argsort(group, kind="stable")
+    bounds = np.flatnonzero(np.diff(group[order])) + 1
+    groups = [part.tolist() for part in np.split(rows[order], bounds)]
+    return uniq[by_first].tolist(), groups, group.tolist()
 
 
 #: A running job moves to another GPU type only if its normalised throughput there, discounted by this
