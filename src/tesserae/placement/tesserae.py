@@ -503,8 +503,10 @@ def _group(rows: np.ndarray, keys: np.ndarray) -> tuple[list[int], list[list[int
     rank[by_first] = np.arange(by_first.size)
     group = rank[inverse.ravel()]
     order = np.argsort(group, kind="stable")
-    bounds = np.flatnonzero(np.diff(group[order])) + 1
-    groups = [part.tolist() for part in np.split(rows[order], bounds)]
+    ends = np.flatnonzero(np.diff(group[order])).tolist()
+    flat = rows[order].tolist()
+    groups = [flat[a:b] for a, b in zip([0, *[e + 1 for e in ends]], [*[e + 1 for e in ends], len(flat)],
+                                        strict=True)]
     return uniq[by_first].tolist(), groups, group.tolist()
 
 

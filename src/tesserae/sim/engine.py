@@ -147,6 +147,7 @@ class Simulator:
         self._strategy_cache: dict[tuple[Any, ...], str | None] = {}
         classes = set(zip(t.type_idx.tolist(), t.num_gpus.tolist(), strict=True))
         self._strategies = any(self.model.strategy_for(t.types[ti], k) is not None for ti, k in classes)
+        self._gpu_node: list[int] = cluster.gpu_node.tolist()
         self._type_node_size = {ti: int(cluster.node_num_gpus[cluster.node_type == ti].max())
                                 for ti in range(len(cluster.gpu_types))}
 
@@ -431,15 +432,16 @@ class Simulator:
         if ended is None:
             self.run_rows = np.fromiter(self.assignments, dtype=np.int64, count=len(self.assignments))
         else:
-            self.run_rows = self.run_rows[~np.isin(self.run_rows, ended)]
+            rows = self.run_rows
+            self.run_rows = rows[rows != ended[0]] if ended.size == 1 else rows[~np.isin(rows, ended)]
         self.in_use = int(self.table.num_gpus[self.run_rows].sum()) - self.shared_gpus
 
     def _rate(self, a: Assignment, strategy: str | None = None, partner_strategy: str | None = None) -> float:
         t, c = self.table, self.cluster
-        gpus = np.asarray(a.gpus, dtype=np.int64)
-        k = int(gpus.size)
-        ti = int(c.gpu_type[gpus[0]])
-        nodes = int(np.unique(c.gpu_node[gpus]).size)
+        k = len(a.gpus)
+        ti = int(c.gpu_type[a.gpus[0]])
+        node_of = self._gpu_node
+        nodes = len({node_of[g] for g in a.gpus})
         consolidated = nodes <= math.ceil(k / self._type_node_size[ti])
         partner = None if a.partner is None else (int(t.type_idx[a.partner]), int(t.num_gpus[a.partner]))
         key = (int(t.type_idx[a.row]), k, ti, consolidated, partner, strategy, partner_strategy)
