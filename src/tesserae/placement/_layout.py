@@ -33,6 +33,7 @@ count (node sizes are small), so a job is placed in O(node size) heap operations
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Mapping
@@ -277,28 +278,36 @@ class TypePlacer:
                 small.append(r)
         if len(small) > self.EXACT_MAX_JOBS:
             return None
-        free = pool.avail.copy()
         ks = [size[r] for r in small]
         choice = [-1] * len(ks)
         budget = [self.EXACT_BUDGET]
         suffix = [*np.cumsum(ks[::-1])[::-1].tolist(), 0]
+        # The nodes of each free count, by index (the first one of a count is the one tried), and the
+        # total free: kept up to date as the search takes and gives back GPUs.
+        gmax = pool.gmax
+        by_free = [np.flatnonzero(pool.avail == v).tolist() for v in range(gmax + 1)]
+        total = [pool.total()]
+
+        def move(b: int, old: int, new: int) -> None:
+            lst = by_free[old]
+            del lst[bisect.bisect_left(lst, b)]
+            bisect.insort(by_free[new], b)
 
         def search(i: int) -> bool:
             if i == len(ks):
                 return True
             budget[0] -= 1
-            if budget[0] < 0 or int(free[free > 0].sum()) < suffix[i]:
+            if budget[0] < 0 or total[0] < suffix[i]:
                 return False
             k = ks[i]
-            vals, first = np.unique(free, return_index=True)
-            for v, b in zip(vals.tolist(), first.tolist(), strict=True):
-                if v < k:
-                    continue
-                free[b] -= k
+            for v, b in [(v, by_free[v][0]) for v in range(k, gmax + 1) if by_free[v]]:
+                move(b, v, v - k)
+                total[0] -= k
                 choice[i] = b
                 if search(i + 1):
                     return True
-                free[b] += k
+                move(b, v - k, v)
+                total[0] += k
             return False
 
         if not search(0):
@@ -520,13 +529,15 @@ class _Evictor:
         if cand.size == 0:
             return []
         need = k - pool.avail[cand]
-        cand = cand[np.argsort(need, kind="stable")][: self.CANDIDATES]
+        by_need = np.argsort(need, kind="stable")[: self.CANDIDATES]
         best: tuple[tuple[int, int, int], list[int]] | None = None
-        for b in cand.tolist():
-            nd = k - int(pool.avail[b])
+        by_size = self._by_size
+        for b, nd in zip(cand[by_need].tolist(), need[by_need].tolist(), strict=True):
             if best is not None and best[0][0] == 1 and best[0][1:] < (nd, b):
                 break  # candidates come by need, then index: none after this one costs less
-            jobs = self._jobs_by_size(b)
+            jobs = by_size.get(b)
+            if jobs is None:
+                jobs = self._jobs_by_size(b)
             if jobs and jobs[0][0] >= nd:  # one job frees enough: the smallest such (then lowest row)
                 c, r = min(cr for cr in jobs if cr[0] >= nd)
                 choice, freed = [r], c
