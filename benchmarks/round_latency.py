@@ -351,8 +351,9 @@ def main() -> None:
         "",
         f"Command: `.venv/bin/python benchmarks/round_latency.py --rounds 20` (rows re-measured alone name their "
         f"own command in `docs/benchmarks/round_latency.json`). Machine: {machine()}. Updated: {today()}.",
-        f"Each row: median and p95 wall time of one whole decision over {args.rounds} evolving rounds after "
-        f"{WARMUP_ROUNDS} warm-up rounds (cold start shown apart); ~1.2 active jobs per GPU; 8 GPUs a node. "
+        "Each row: median and p95 wall time of one whole decision over the evolving rounds of its `rounds` "
+        f"column after {WARMUP_ROUNDS} warm-up rounds (cold start shown apart); ~1.2 active jobs per GPU; "
+        "8 GPUs a node. "
         "Plot: `docs/benchmarks/round_latency.png`.",
         "",
         "Wall times on a shared machine also hold the time other processes had the cores; the CPU median "
