@@ -16,31 +16,11 @@ import resource
 import sys
 import time
 
+from _profile import print_top_frames
 from _report import SHARED_DATA
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-
-
-def _frames(root, top: int) -> tuple[list[tuple[float, str]], list[tuple[float, str]]]:  # type: ignore[no-untyped-def]
-    """(self seconds, frame) and (total seconds, frame) of the package's and libraries' functions."""
-    self_t: dict[str, float] = {}
-    total_t: dict[str, float] = {}
-
-    def walk(frame, seen: frozenset[str]) -> None:  # type: ignore[no-untyped-def]
-        if frame.function.startswith("["):  # pyinstrument's synthetic frames ([self], ...): in total_self_time
-            return
-        name = f"{frame.function} ({os.path.basename(frame.file_path or '?')}:{frame.line_no})"
-        self_t[name] = self_t.get(name, 0.0) + frame.total_self_time
-        if name not in seen:  # recursion: count a frame's total once per stack
-            total_t[name] = total_t.get(name, 0.0) + frame.time
-        for child in frame.children:
-            walk(child, seen | {name})
-
-    walk(root, frozenset())
-    by_self = sorted(((s, n) for n, s in self_t.items()), reverse=True)[:top]
-    by_total = sorted(((s, n) for n, s in total_t.items()), reverse=True)[:top]
-    return by_self, by_total
 
 
 def main() -> None:
@@ -87,13 +67,7 @@ def main() -> None:
     root = session.root_frame() if session is not None else None
     if root is None:
         return
-    by_self, by_total = _frames(root, args.top)
-    print(f"\nsampled {root.time:.1f} s; by self time:")
-    for sec, name in by_self:
-        print(f"  {sec:7.1f} s  {100 * sec / root.time:5.1f}%  {name}")
-    print("by total time (inclusive):")
-    for sec, name in by_total:
-        print(f"  {sec:7.1f} s  {100 * sec / root.time:5.1f}%  {name}")
+    print_top_frames(root, args.top)
 
 
 if __name__ == "__main__":

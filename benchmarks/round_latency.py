@@ -12,6 +12,13 @@ also counts other processes) is not tried at larger sizes.
     .venv/bin/python benchmarks/round_latency.py --gpus 16384 --jobs 20000 --rounds 20 --json
     .venv/bin/python benchmarks/round_latency.py --tenants 100 --configs fifo:consolidated,tiresias-las:tesserae
     .venv/bin/python benchmarks/round_latency.py --gpus 65536 --gpus 131072 --configs tiresias-las:consolidated,...
+    .venv/bin/python benchmarks/round_latency.py --profile --gpus 16384 --configs tiresias-las:tesserae+packing
+
+``--profile`` runs one configuration at one size in this process, profiles each measured decision
+with pyinstrument (a dev dependency) and prints the top frames of all of them together and the
+time of each step of the decision (policy order, allocator walk, type choice, packing, anchored
+layout, regrouped layout, assignments), per decision: what makes a decision slow, reproducibly.
+It writes nothing to BENCHMARKS.md.
 
 ``--tenants N`` also measures every configuration with N tenant queues (10 organisations of N/10
 teams; guarantees split the cluster evenly among the organisations and their teams; each job goes
@@ -102,7 +109,10 @@ def build_state(gpus: int, jobs: int, rounds: int, seed: int, tenants: int = 0) 
     return cluster, specs
 
 
-def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: float, tenants: int = 0) -> dict:
+def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: float, tenants: int = 0,
+            profiled: list | None = None, interval: float = 0.001) -> dict:
+    """One configuration at one size; with ``profiled`` (a list), each decision after the warm-up runs
+    under its own pyinstrument profiler and (session, CPU seconds) is appended to it."""
     from tesserae.core.queues import build_tree, parse_config
     from tesserae.profiles.default_model import DefaultModel
     from tesserae.scheduler import Scheduler
@@ -121,11 +131,19 @@ def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: 
 
     class Timed(Scheduler):
         def decide(self, now, table, active, previous):  # type: ignore[no-untyped-def]
+            profiler = None
+            if profiled is not None and len(times) >= WARMUP_ROUNDS:
+                from pyinstrument import Profiler
+
+                profiler = Profiler(interval=interval)
+                profiler.start()
             t0, c0 = time.perf_counter(), time.process_time()
             plan = super().decide(now, table, active, previous)
             dt = time.perf_counter() - t0
             times.append(dt)
             cpu.append(time.process_time() - c0)
+            if profiler is not None and profiled is not None:
+                profiled.append((profiler.stop(), cpu[-1]))
             active_counts.append(int(active.size))
             if cpu[-1] > ROUND_LIMIT_S or (time.perf_counter() - started > budget_s and len(times) > WARMUP_ROUNDS + 2):
                 raise Abort
@@ -210,6 +228,70 @@ def plot(rows: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+#: The steps of one decision, each opened by these frames (function, file); a sample goes to the
+#: innermost step on its stack, so the steps partition the decision's time.
+STEPS = [
+    ("policy order and credit", [("order", None), ("credit", None), ("_ran", "scheduler.py"),
+                                 ("held_first", "scheduler.py")]),
+    ("allocator walk", [("_walk", "scheduler.py"), ("walk", "scheduler_queues.py")]),
+    ("type choice", [("_choose_types", "tesserae.py")]),
+    ("packing", [("pack", None)]),
+    ("anchored layout", [("_anchored", "_layout.py")]),
+    ("regrouped layout", [("_regrouped", "_layout.py")]),
+    ("layout, rest (type placer, other placements)", [("place", None)]),
+    ("assignments (rest of finish)", [("finish", None)]),
+    ("plan diff", [("diff", "plan.py")]),
+]
+
+
+def profile_main(args: argparse.Namespace, sizes: list[int]) -> None:
+    """``--profile``: one configuration at one size, each measured decision profiled (see module docstring)."""
+    from pyinstrument.session import Session
+
+    from _profile import print_top_frames, step_times
+
+    labels = args.configs.split(",")
+    if len(labels) != 1 or len(sizes) != 1:
+        sys.exit("--profile takes one configuration (--configs) and one size (--gpus)")
+    label, g = labels[0], sizes[0]
+    profiled: list = []
+    row = measure(label, g, args.jobs or int(1.2 * g), args.rounds, args.seed, args.budget, args.tenants,
+                  profiled, args.interval)
+    if not profiled:
+        sys.exit(f"no decision after the {WARMUP_ROUNDS} warm-up rounds was profiled (raise --budget)")
+    print(json.dumps(row))
+    sessions = [s for s, _ in profiled]
+    combined = sessions[0]
+    for s in sessions[1:]:
+        combined = Session.combine(combined, s)
+    root = combined.root_frame()
+    cpus = np.array([c for _, c in profiled])
+    print(f"\n{label} at {g} GPUs: {len(profiled)} decisions profiled (after {WARMUP_ROUNDS} warm-up rounds), "
+          f"CPU per decision with the profiler: median {np.median(cpus):.3f} s, max {cpus.max():.3f} s")
+    if root is not None:
+        print_top_frames(root, args.top)
+    # Per decision: each step's share of the sampled time, times the decision's CPU time (the
+    # sampler counts wall time, which on a shared machine also holds other processes' turns).
+    per = []
+    for s, c in profiled:
+        r = s.root_frame()
+        st = step_times(r, STEPS, "rest of decide") if r is not None else {}
+        total = sum(st.values()) or 1.0
+        per.append({k: v * c / total for k, v in st.items()})
+    names = [lb for lb, _ in STEPS] + ["rest of decide"]
+    print("\nsteps of one decision (CPU seconds: share of the decision's samples x its CPU time):")
+    print("| step | share | median per decision (s) | rounds with it | median in those rounds (s) | max (s) |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    whole = sum(sum(p.values()) for p in per) or 1.0
+    for name in names:
+        v = np.array([p.get(name, 0.0) for p in per])
+        if not v.any():
+            continue
+        some = v[v > 0]
+        print(f"| {name} | {100 * v.sum() / whole:.1f}% | {np.median(v):.4f} | {some.size}/{v.size} "
+              f"| {np.median(some):.4f} | {v.max():.4f} |")
+
+
 def child_command(args: argparse.Namespace, label: str, gpus: int, jobs: int, tenants: int) -> list[str]:
     return [sys.executable, __file__, "--child", label, "--gpus", str(gpus), "--jobs", str(jobs),
             "--rounds", str(args.rounds), "--seed", str(args.seed), "--budget", str(args.budget),
@@ -289,6 +371,10 @@ def main() -> None:
     ap.add_argument("--tenants", type=int, default=0, help="also measure each configuration with this many "
                     "tenant queues (written to a section of its own)")
     ap.add_argument("--report", action="store_true", help="rewrite the section from the stored rows; run nothing")
+    ap.add_argument("--profile", action="store_true", help="profile one configuration at one size (pyinstrument): "
+                    "top frames and each step's time per decision; writes nothing")
+    ap.add_argument("--top", type=int, default=20, help="frames listed by --profile")
+    ap.add_argument("--interval", type=float, default=0.001, help="sampling interval of --profile (s)")
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--child-tenants", type=int, default=0, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -297,6 +383,9 @@ def main() -> None:
         g = sizes[0]
         print(json.dumps(measure(args.child, g, args.jobs or int(1.2 * g), args.rounds, args.seed, args.budget,
                                  args.child_tenants)))
+        return
+    if args.profile:
+        profile_main(args, sizes)
         return
     if args.tenants:
         tenants_main(args, sizes)
@@ -351,8 +440,9 @@ def main() -> None:
         "",
         f"Command: `.venv/bin/python benchmarks/round_latency.py --rounds 20` (rows re-measured alone name their "
         f"own command in `docs/benchmarks/round_latency.json`). Machine: {machine()}. Updated: {today()}.",
-        f"Each row: median and p95 wall time of one whole decision over {args.rounds} evolving rounds after "
-        f"{WARMUP_ROUNDS} warm-up rounds (cold start shown apart); ~1.2 active jobs per GPU; 8 GPUs a node. "
+        "Each row: median and p95 wall time of one whole decision over the evolving rounds of its `rounds` "
+        f"column after {WARMUP_ROUNDS} warm-up rounds (cold start shown apart); ~1.2 active jobs per GPU; "
+        "8 GPUs a node. "
         "Plot: `docs/benchmarks/round_latency.png`.",
         "",
         "Wall times on a shared machine also hold the time other processes had the cores; the CPU median "

@@ -100,10 +100,13 @@ class Scheduler:
     def _walk(self, placer: RoundPlacer, gangs: np.ndarray, order: np.ndarray,
               previous: Mapping[int, Assignment]) -> None:
         """The allocator: admit each gang in ``order`` that fits (skip and continue, or stop: no backfill)."""
-        # Smallest gang at or after each position: the walk ends once nothing behind can fit.
-        suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
         no_backfill = self.config.no_backfill
         start = self._keep_running_prefix(placer, order, previous)
+        if placer.admits_in_bulk and not no_backfill:
+            placer.admit_in_order(order[start:])
+            return
+        # Smallest gang at or after each position: the walk ends once nothing behind can fit.
+        suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
         for i, row in enumerate(order[start:].tolist(), start):
             free = placer.free
             if suffix_min[i] > free:

@@ -184,3 +184,21 @@ def test_many_jobs_pack_by_class() -> None:
     assert calls <= 100, f"gain asked {calls} times for 6x6 classes"
     assert len(pairs) > 1000
     assert len(set(itertools.chain.from_iterable(pairs))) == 2 * len(pairs)
+
+
+def test_bulk_class_grouping_is_the_dict_grouping() -> None:
+    """Classes grouped in bulk (``tesserae._group``) come in the order of their first row, with each
+    class's rows in their order: what grouping one row at a time into a dict gives (the LP's
+    variables follow that order, so among tied optima it decides the pairs)."""
+    from tesserae.placement.tesserae import _group
+
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 7, 300):
+        rows = rng.permutation(10 * n)[:n].astype(np.int64)
+        keys = rng.integers(0, 5, n).astype(np.int64)
+        expect: dict[int, list[int]] = {}
+        for r, k in zip(rows.tolist(), keys.tolist(), strict=True):
+            expect.setdefault(k, []).append(r)
+        got_keys, groups, index = _group(rows, keys)
+        assert got_keys == list(expect) and groups == list(expect.values())
+        assert [got_keys[i] for i in index] == keys.tolist()

@@ -33,6 +33,7 @@ count (node sizes are small), so a job is placed in O(node size) heap operations
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from collections.abc import Mapping
@@ -158,6 +159,11 @@ class TypePlacer:
         self.first = cluster.node_first_gpu[self.nodes]
         self.pos = np.full(cluster.num_nodes, -1, dtype=np.int64)
         self.pos[self.nodes] = np.arange(self.nodes.size)
+        # The same as lists, for the per-GPU work of ``_indices``.
+        self._gpu_node: list[int] = cluster.gpu_node.tolist()
+        self._node_list: list[int] = self.nodes.tolist()
+        self._first_list: list[int] = self.first.tolist()
+        self._cap_list: list[int] = self.cap.tolist()
 
     # ------------------------------------------------------------------------------- entry point
     def place(self, hosts: list[int], size: Mapping[int, int], prev: Mapping[int, tuple[int, ...]]) -> TypeLayout:
@@ -272,28 +278,36 @@ class TypePlacer:
                 small.append(r)
         if len(small) > self.EXACT_MAX_JOBS:
             return None
-        free = pool.avail.copy()
         ks = [size[r] for r in small]
         choice = [-1] * len(ks)
         budget = [self.EXACT_BUDGET]
         suffix = [*np.cumsum(ks[::-1])[::-1].tolist(), 0]
+        # The nodes of each free count, by index (the first one of a count is the one tried), and the
+        # total free: kept up to date as the search takes and gives back GPUs.
+        gmax = pool.gmax
+        by_free = [np.flatnonzero(pool.avail == v).tolist() for v in range(gmax + 1)]
+        total = [pool.total()]
+
+        def move(b: int, old: int, new: int) -> None:
+            lst = by_free[old]
+            del lst[bisect.bisect_left(lst, b)]
+            bisect.insort(by_free[new], b)
 
         def search(i: int) -> bool:
             if i == len(ks):
                 return True
             budget[0] -= 1
-            if budget[0] < 0 or int(free[free > 0].sum()) < suffix[i]:
+            if budget[0] < 0 or total[0] < suffix[i]:
                 return False
             k = ks[i]
-            vals, first = np.unique(free, return_index=True)
-            for v, b in zip(vals.tolist(), first.tolist(), strict=True):
-                if v < k:
-                    continue
-                free[b] -= k
+            for v, b in [(v, by_free[v][0]) for v in range(k, gmax + 1) if by_free[v]]:
+                move(b, v, v - k)
+                total[0] -= k
                 choice[i] = b
                 if search(i + 1):
                     return True
-                free[b] += k
+                move(b, v - k, v)
+                total[0] += k
             return False
 
         if not search(0):
@@ -351,9 +365,25 @@ class TypePlacer:
                 parts = pool.spread(size[r])
                 spread.add(r)
             logical[r] = parts
-        mapping = self._match(logical, held)
-        placed = {r: [(int(mapping[b]), c) for b, c in parts] for r, parts in logical.items()}
-        gpus = self._indices(placed, prev, [])
+        mapping = self._match(logical, held).tolist()
+        # A continuing job whose parts land exactly on the nodes and counts it held keeps all its GPUs
+        # (previous GPUs of different jobs are disjoint, so no other job can take one of them first):
+        # only the others go through the per-GPU choice of ``_indices``.
+        placed: dict[int, Parts] = {}
+        stay: list[int] = []
+        for r, parts in logical.items():
+            now = [(mapping[b], c) for b, c in parts]
+            h = held.get(r)
+            if h is not None and (now == h or (len(now) > 1 and sorted(now) == h)):
+                stay.append(r)
+            else:
+                placed[r] = now
+        gpus = self._indices(placed, prev, stay)
+        for r in stay:
+            g = gpus[r]
+            s = tuple(sorted(g))
+            if s != g:
+                gpus[r] = s
         moved = {r for r in cont if gpus[r] != prev[r]}
         return TypeLayout(gpus, moved, spread, "regrouped", 0)
 
@@ -401,41 +431,39 @@ class TypePlacer:
     def _indices(self, placed: Mapping[int, Parts], prev: Mapping[int, tuple[int, ...]],
                  keep_whole: list[int]) -> dict[int, tuple[int, ...]]:
         """GPU ids: ``keep_whole`` rows keep theirs; placed continuing jobs keep what they can."""
-        cl = self.cluster
-        taken = np.zeros(cl.num_gpus, dtype=bool)
-        out: dict[int, tuple[int, ...]] = {}
-        if keep_whole:
-            idx = np.fromiter(itertools.chain.from_iterable(prev[r] for r in keep_whole), dtype=np.int64)
-            taken[idx] = True
-            for r in keep_whole:
-                out[r] = prev[r]
+        # Plain Python sets and lists: a round touches a few GPUs per job, where NumPy's per-call
+        # overhead on such small arrays costs more than the work.
+        node_of = self._gpu_node
+        taken: set[int] = set(itertools.chain.from_iterable(prev[r] for r in keep_whole))
+        out: dict[int, tuple[int, ...]] = {r: prev[r] for r in keep_whole}
         rest: dict[int, list[tuple[int, int]]] = {}
         chosen: dict[int, list[int]] = {}
+        nodes = self._node_list
         for r, parts in placed.items():
             old = prev.get(r)
-            old_arr = np.asarray(old, dtype=np.int64) if old else None
             todo = []
             mine: list[int] = []
             for b, c in parts:
-                if old_arr is not None:
-                    node = int(self.nodes[b])
-                    here = old_arr[(cl.gpu_node[old_arr] == node) & ~taken[old_arr]][:c]
-                    if here.size:
-                        taken[here] = True
-                        mine.extend(here.tolist())
-                        c -= here.size
+                if old:
+                    node = nodes[b]
+                    here = [g for g in old if node_of[g] == node and g not in taken][:c]
+                    if here:
+                        taken.update(here)
+                        mine.extend(here)
+                        c -= len(here)
                 if c:
                     todo.append((b, c))
             chosen[r] = mine
             rest[r] = todo
+        first, cap = self._first_list, self._cap_list
         for r, todo in rest.items():
             mine = chosen[r]
             for b, c in todo:
-                lo = int(self.first[b])
-                free = lo + np.flatnonzero(~taken[lo: lo + int(self.cap[b])])[:c]
-                assert free.size == c, "layout gave a node more GPUs than it has free"
-                taken[free] = True
-                mine.extend(free.tolist())
+                lo = first[b]
+                free = [g for g in range(lo, lo + cap[b]) if g not in taken][:c]
+                assert len(free) == c, "layout gave a node more GPUs than it has free"
+                taken.update(free)
+                mine.extend(free)
             out[r] = tuple(sorted(mine))
         return out
 
@@ -461,11 +489,22 @@ class _Evictor:
             self.on_node.setdefault(b, {})[r] = c
             self.of_row.setdefault(r, []).append((b, c))
         self.jobs_on = np.bincount(p_node, minlength=self.tp.nodes.size).astype(np.int64)
+        # Per node, its jobs as (GPUs, row), most GPUs first, then by row: built when a node is first
+        # examined, dropped when one of its jobs leaves (a round examines the same nodes many times).
+        self._by_size: dict[int, list[tuple[int, int]]] = {}
         self._built = True
+
+    def _jobs_by_size(self, b: int) -> list[tuple[int, int]]:
+        lst = self._by_size.get(b)
+        if lst is None:
+            lst = sorted(((c, r) for r, c in self.on_node.get(b, {}).items()), key=lambda cr: (-cr[0], cr[1]))
+            self._by_size[b] = lst
+        return lst
 
     def _evict(self, rows: list[int]) -> None:
         for r in rows:
             for b, c in self.of_row.pop(r):
+                self._by_size.pop(b, None)
                 del self.on_node[b][r]
                 self.pool.change(b, c)
                 self.kept_usage[b] -= c
@@ -490,20 +529,21 @@ class _Evictor:
         if cand.size == 0:
             return []
         need = k - pool.avail[cand]
-        cand = cand[np.argsort(need, kind="stable")][: self.CANDIDATES]
+        by_need = np.argsort(need, kind="stable")[: self.CANDIDATES]
         best: tuple[tuple[int, int, int], list[int]] | None = None
-        for b in cand.tolist():
-            nd = k - int(pool.avail[b])
+        by_size = self._by_size
+        for b, nd in zip(cand[by_need].tolist(), need[by_need].tolist(), strict=True):
             if best is not None and best[0][0] == 1 and best[0][1:] < (nd, b):
                 break  # candidates come by need, then index: none after this one costs less
-            jobs = self.on_node.get(b, {})
-            single = [(c, r) for r, c in jobs.items() if c >= nd]
-            if single:
-                c, r = min(single)
+            jobs = by_size.get(b)
+            if jobs is None:
+                jobs = self._jobs_by_size(b)
+            if jobs and jobs[0][0] >= nd:  # one job frees enough: the smallest such (then lowest row)
+                c, r = min(cr for cr in jobs if cr[0] >= nd)
                 choice, freed = [r], c
             else:
                 choice, freed = [], 0
-                for r, c in sorted(jobs.items(), key=lambda rc: (-rc[1], rc[0])):
+                for c, r in jobs:
                     choice.append(r)
                     freed += c
                     if freed >= nd:

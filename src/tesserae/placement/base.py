@@ -102,6 +102,8 @@ class RoundPlacer:
 
     #: Whether ``keep_running`` admits, in one step, a leading run of the order that ran last round.
     keeps_running_in_bulk: ClassVar[bool] = False
+    #: Whether ``admit_in_order`` replaces the allocator's walk of ``try_admit`` calls (with backfill).
+    admits_in_bulk: bool = False
 
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
                  model: ThroughputModel, advice: Advice | None = None) -> None:
@@ -160,6 +162,13 @@ class RoundPlacer:
         until the first new job in priority order nothing can have taken their GPUs. Returns how
         many of the leading rows it admitted, exactly as ``try_admit`` one by one would have; the
         allocator offers the rest one by one.
+        """
+        raise NotImplementedError
+
+    def admit_in_order(self, rows: np.ndarray) -> None:
+        """``try_admit`` of each of ``rows`` in turn (skipping those that do not fit), in one step.
+
+        Only called when ``admits_in_bulk``; the result must be exactly that of the loop.
         """
         raise NotImplementedError
 

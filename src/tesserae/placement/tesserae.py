@@ -71,6 +71,8 @@ class TesseraePlacer(RoundPlacer):
         self.partner: dict[int, int] = {}
         self._movable: dict[int, list[int]] = {}  # type -> admitted rows that did not run there before
         self._one_type = not multi
+        # On one GPU type admission is a capacity check per gang, done for a whole walk at once.
+        self.admits_in_bulk = not multi
         self._runs: dict[tuple[int, int], bool] = {}  # (type index, GPU count) -> can run on the one type
         self._types_done = False
 
@@ -82,6 +84,9 @@ class TesseraePlacer(RoundPlacer):
     #: Admitted jobs examined when a gang finds no type with room (bounds the rebalancing work).
     REBALANCE_SCAN = 64
     keeps_running_in_bulk = True
+    #: A job on the GPUs, with the partner and the strategy it had keeps its Assignment object without
+    #: going through ``_assignment`` (which would return that object).
+    reuse_kept = True
 
     def keep_running(self, rows: np.ndarray) -> int:
         """``try_admit`` of the leading rows at once, up to the first that does not fit where it ran.
@@ -150,6 +155,53 @@ class TesseraePlacer(RoundPlacer):
         self.hosts.append(row)
         self.type_of[row] = 0
         return True
+
+    def admit_in_order(self, rows: np.ndarray) -> None:
+        """The allocator's walk on one GPU type: each gang that can run here and fits what is still
+        free is admitted, in order (``_admit_one_type`` row by row, vectorised).
+
+        Runs of gangs that fit one after another are admitted by one cumulative sum; after a gang
+        that does not fit, only the gangs no larger than what is left are looked at again.
+        """
+        t = self.table
+        if not self._one_type:  # the row-by-row walk
+            for r in rows.tolist():
+                if self._free <= 0:
+                    break
+                if int(t.num_gpus[r]) <= self._free:
+                    self.try_admit(r)
+            return
+        if rows.size == 0 or self._free <= 0:
+            return
+        k = t.num_gpus[rows].astype(np.int64)
+        tidx = t.type_idx[rows]
+        ok = k <= self._free
+        for ti, kk in {(int(a), int(b)) for a, b in zip(tidx[ok].tolist(), k[ok].tolist(), strict=True)}:
+            runs = self._runs.get((ti, kk))
+            if runs is None:
+                runs = self._runs[(ti, kk)] = bool(self.book.prefs(t.types[ti], kk))
+            if not runs:
+                ok &= ~((tidx == ti) & (k == kk))
+        cand = np.flatnonzero(ok)
+        free = self._free
+        taken: list[np.ndarray] = []
+        while cand.size and free > 0:
+            cum = np.cumsum(k[cand])
+            n = int(np.searchsorted(cum, free, side="right"))
+            if n:
+                taken.append(cand[:n])
+                free -= int(cum[n - 1])
+            cand = cand[n:]
+            cand = cand[k[cand] <= free]
+        if not taken:
+            return
+        admitted = np.concatenate(taken)
+        used = self._free - free
+        self.free_t[0] -= used
+        self._free = free
+        kept = rows[admitted].tolist()
+        self.hosts.extend(kept)
+        self.type_of.update(dict.fromkeys(kept, 0))
 
     def _rebalance(self, prefs: tuple[int, ...], k: int) -> int:
         """Make room for a gang on one of ``prefs`` by moving jobs admitted this round (not running
@@ -300,12 +352,21 @@ class TesseraePlacer(RoundPlacer):
         overflow = rest[cum <= self.cluster.num_gpus].tolist()
         if not overflow:
             return
-        book, types, type_of = self.book, t.types, self.type_of
-        host_items = [(r, (types[ti], k, type_of[r])) for r, ti, k
-                      in zip(self.hosts, t.type_idx[hosts].tolist(), t.num_gpus[hosts].tolist(), strict=True)]
-        over_rows = np.asarray(overflow, dtype=np.int64)
-        over_items = [(r, (types[ti], k)) for r, ti, k
-                      in zip(overflow, t.type_idx[over_rows].tolist(), t.num_gpus[over_rows].tolist(), strict=True)]
+        book, types = self.book, t.types
+        kmax = int(t.num_gpus.max()) + 1
+        n_types = len(self.cluster.gpu_types)
+        # Classes in bulk: (job type, GPU count[, GPU type]) as one integer per row, grouped in the order
+        # of each class's first row, rows of a class in priority order.
+        type_h = np.zeros(hosts.size, dtype=np.int64) if self._one_type else \
+            np.fromiter((self.type_of[r] for r in self.hosts), dtype=np.int64, count=hosts.size)
+        hkey = (t.type_idx[hosts].astype(np.int64) * kmax + t.num_gpus[hosts]) * n_types + type_h
+        hkeys, hgroups, hcls = _group(hosts, hkey)
+        hclasses = [(types[key // n_types // kmax], key // n_types % kmax, key % n_types) for key in hkeys]
+        host_rows = dict(zip(hclasses, hgroups, strict=True))
+        over_rows_arr = np.asarray(overflow, dtype=np.int64)
+        okey = t.type_idx[over_rows_arr].astype(np.int64) * kmax + t.num_gpus[over_rows_arr]
+        okeys, ogroups, ocls = _group(over_rows_arr, okey)
+        over_rows = dict(zip([(types[key // kmax], key % kmax) for key in okeys], ogroups, strict=True))
         cache = self.owner.gain_cache(book)
 
         def gain(hc: tuple[str, int, int], oc: tuple[str, int]) -> float:
@@ -319,7 +380,9 @@ class TesseraePlacer(RoundPlacer):
             return g
 
         prev_partner = {r: a.partner for r, a in self.previous.items() if a.partner is not None}
-        pairs = _packing.pack(host_items, over_items, gain, self.owner.pack_threshold, prev_partner)
+        host_class = dict(zip(self.hosts, [hclasses[c] for c in hcls], strict=True)) if prev_partner else {}
+        pairs = _packing.pack_classes(host_rows, host_class, over_rows, overflow, ocls, gain,
+                                      self.owner.pack_threshold, prev_partner)
         for h, o in pairs:
             self.partner[h] = o
             self.partner[o] = h
@@ -343,18 +406,26 @@ class TesseraePlacer(RoundPlacer):
         self._choose_types()
         t0 = time.perf_counter()
         cl, t = self.cluster, self.table
-        size = {r: int(t.num_gpus[r]) for r in self.hosts}
+        hosts, type_of, prev = self.hosts, self.type_of, self.previous
+        rows = np.asarray(hosts, dtype=np.int64)
+        sizes = t.num_gpus[rows].tolist()
+        size = dict(zip(hosts, sizes, strict=True))
         by_type: dict[int, list[int]] = {}
-        for r in self.hosts:
-            by_type.setdefault(self.type_of[r], []).append(r)
+        if self._one_type:
+            if hosts:
+                by_type[0] = hosts
+        else:
+            for r in hosts:
+                by_type.setdefault(type_of[r], []).append(r)
         # Continuing hosts keep their GPUs if they stay on the same type. Two of them that shared GPUs
         # last round (a pair) and are both hosts now cannot both keep them: the first in priority does.
         keep: dict[int, tuple[int, ...]] = {}
         claimed: set[int] = set()
-        host_set = set(self.hosts)
-        for r in self.hosts:
-            a = self.previous.get(r)
-            if a is None or self.previous_type(r) != self.type_of[r]:
+        host_set = set(hosts)
+        gpu_type = cl.gpu_type
+        for r in hosts:
+            a = prev.get(r)
+            if a is None or (not self._one_type and int(gpu_type[a.gpus[0]]) != type_of[r]):
                 continue
             if a.partner is not None and a.partner in host_set:
                 if a.partner in claimed:
@@ -363,26 +434,43 @@ class TesseraePlacer(RoundPlacer):
             keep[r] = a.gpus
         gpus: dict[int, tuple[int, ...]] = {}
         spread = regrouped = evictions = 0
-        for ti, rows in by_type.items():
-            layout = self.owner.type_placer(cl, ti).place(rows, size, keep)
+        for ti, trows in by_type.items():
+            layout = self.owner.type_placer(cl, ti).place(trows, size, keep)
             gpus.update(layout.gpus)
             spread += len(layout.spread)
             regrouped += layout.method == "regrouped"
             evictions += layout.evictions
         out: dict[int, Assignment] = {}
-        prev = self.previous
-        for r in self.hosts:
-            p = self.partner.get(r)
-            out[r] = self._assignment(r, gpus[r], p, prev.get(r))
+        partner = self.partner
+        book, types, num_gpus, type_idx = self.book, t.types, t.num_gpus, t.type_idx
+        reuse = self.reuse_kept
+        moved = 0
+        for r, ti, k in zip(hosts, type_idx[rows].tolist(), sizes, strict=True):
+            p = partner.get(r)
+            g = gpus[r]
+            old = prev.get(r)
+            pc = None if p is None else (types[int(type_idx[p])], int(num_gpus[p]))
+            if reuse and old is not None and old.partner == p and (old.gpus is g or old.gpus == g) \
+                    and old.strategy == book.strategy(types[ti], k, pc):
+                out[r] = old  # same GPUs, partner and strategy: what _assignment returns
+            else:
+                out[r] = self._assignment(r, g, p, old)
+                if old is not None and old.gpus != g:
+                    moved += 1
             if p is not None:
-                kp = int(t.num_gpus[p])
+                kp = pc[1]
                 old = prev.get(p)
-                pg = gpus[r]
+                pg = g
                 if kp < len(pg):
                     pg = old.gpus if old is not None and set(old.gpus) <= set(pg) and len(old.gpus) == kp \
                         else pg[:kp]
-                out[p] = self._assignment(p, pg, r, old)
-        moved = sum(1 for r, a in out.items() if r in prev and prev[r].gpus != a.gpus)
+                if reuse and old is not None and old.partner == r and (old.gpus is pg or old.gpus == pg) \
+                        and old.strategy == book.strategy(pc[0], kp, (types[ti], k)):
+                    out[p] = old
+                else:
+                    out[p] = self._assignment(p, pg, r, old)
+                    if old is not None and old.gpus != pg:
+                        moved += 1
         self.owner.note_round(moved, spread, regrouped, evictions, time.perf_counter() - t0)
         self.assigned = out
         return out
@@ -404,6 +492,22 @@ class TesseraePlacer(RoundPlacer):
         if old is not None and old.gpus == gpus and old.partner == partner and old.strategy == strategy:
             return old
         return Assignment(row, gpus, partner, strategy)
+
+
+def _group(rows: np.ndarray, keys: np.ndarray) -> tuple[list[int], list[list[int]], list[int]]:
+    """Rows grouped by key: the keys in the order of their first row, each key's rows in their
+    order, and each row's group index."""
+    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    rank = np.empty_like(by_first)
+    rank[by_first] = np.arange(by_first.size)
+    group = rank[inverse.ravel()]
+    order = np.argsort(group, kind="stable")
+    ends = np.flatnonzero(np.diff(group[order])).tolist()
+    flat = rows[order].tolist()
+    groups = [flat[a:b] for a, b in zip([0, *[e + 1 for e in ends]], [*[e + 1 for e in ends], len(flat)],
+                                        strict=True)]
+    return uniq[by_first].tolist(), groups, group.tolist()
 
 
 #: A running job moves to another GPU type only if its normalised throughput there, discounted by this

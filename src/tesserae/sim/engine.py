@@ -129,6 +129,8 @@ class Simulator:
         self.warnings: list[str] = []
         self._check_restart_costs()
         self.assignments: dict[int, Assignment] = {}
+        #: Rows whose assignment names a given row as its partner (``_unpair`` reads it).
+        self.named_by: dict[int, list[int]] = {}
         self.active: dict[int, None] = {}  # insertion-ordered set of QUEUED or RUNNING rows
         self.run_rows = np.empty(0, dtype=np.int64)
         self.in_use = 0
@@ -145,6 +147,7 @@ class Simulator:
         self._strategy_cache: dict[tuple[Any, ...], str | None] = {}
         classes = set(zip(t.type_idx.tolist(), t.num_gpus.tolist(), strict=True))
         self._strategies = any(self.model.strategy_for(t.types[ti], k) is not None for ti, k in classes)
+        self._gpu_node: list[int] = cluster.gpu_node.tolist()
         self._type_node_size = {ti: int(cluster.node_num_gpus[cluster.node_type == ti].max())
                                 for ti in range(len(cluster.gpu_types))}
 
@@ -174,6 +177,7 @@ class Simulator:
         sim.assignments = dict(assignments)
         sim.shared_gpus = sum(min(int(t.num_gpus[r]), int(t.num_gpus[a.partner])) for r, a in assignments.items()
                               if a.partner is not None and r < a.partner)
+        sim._index_partners()
         sim._refresh_running()
         sim._start = now
         return sim
@@ -383,15 +387,19 @@ class Simulator:
                     self._charge_restart(r, now)
                     t.strategy_changes[r] += 1
         shared = 0
+        named: dict[int, list[int]] = {}
         for r, a in plan.assignments.items():
             p = previous.get(r)
             if (p is not a and p != a) or r in changed or a.partner in changed:
                 t.rate[r] = self._rate(a, strategy.get(r), None if a.partner is None else strategy.get(a.partner))
-            if a.partner is not None and r < a.partner:
-                shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
+            if a.partner is not None:
+                named.setdefault(a.partner, []).append(r)
+                if r < a.partner:
+                    shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
         self.assignments = dict(plan.assignments)
         self.strategy = strategy
         self.shared_gpus = shared
+        self.named_by = named
         self._refresh_running()
 
     def _charge_restart(self, row: int, now: float) -> None:
@@ -414,17 +422,26 @@ class Simulator:
             self._strategy_cache[key] = self.model.strategy_for(t.types[key[0]], key[1], p)
         return self._strategy_cache[key]
 
-    def _refresh_running(self) -> None:
-        """Running rows and GPUs in use; a pair shares the smaller job's GPUs (a subset of the larger's)."""
-        self.run_rows = np.fromiter(self.assignments, dtype=np.int64, count=len(self.assignments))
+    def _refresh_running(self, ended: np.ndarray | None = None) -> None:
+        """Running rows and GPUs in use; a pair shares the smaller job's GPUs (a subset of the larger's).
+
+        After a decision they are read from the assignments; after ``ended`` rows left them, those
+        are dropped from the array (the same rows in the same order, without a pass over the dict:
+        on a large cluster jobs end thousands of times a round).
+        """
+        if ended is None:
+            self.run_rows = np.fromiter(self.assignments, dtype=np.int64, count=len(self.assignments))
+        else:
+            rows = self.run_rows
+            self.run_rows = rows[rows != ended[0]] if ended.size == 1 else rows[~np.isin(rows, ended)]
         self.in_use = int(self.table.num_gpus[self.run_rows].sum()) - self.shared_gpus
 
     def _rate(self, a: Assignment, strategy: str | None = None, partner_strategy: str | None = None) -> float:
         t, c = self.table, self.cluster
-        gpus = np.asarray(a.gpus, dtype=np.int64)
-        k = int(gpus.size)
-        ti = int(c.gpu_type[gpus[0]])
-        nodes = int(np.unique(c.gpu_node[gpus]).size)
+        k = len(a.gpus)
+        ti = int(c.gpu_type[a.gpus[0]])
+        node_of = self._gpu_node
+        nodes = len({node_of[g] for g in a.gpus})
         consolidated = nodes <= math.ceil(k / self._type_node_size[ti])
         partner = None if a.partner is None else (int(t.type_idx[a.partner]), int(t.num_gpus[a.partner]))
         key = (int(t.type_idx[a.row]), k, ti, consolidated, partner, strategy, partner_strategy)
@@ -536,7 +553,7 @@ class Simulator:
             self.scheduler.policy.on_finish(t, r, now)
         self._unpair(set(rows.tolist()))
         self.events += int(rows.size)
-        self._refresh_running()
+        self._refresh_running(rows)
         self._dependents_of(rows.tolist(), now)
 
     def _end_runs(self, rows: np.ndarray, now: float) -> int:
@@ -562,7 +579,7 @@ class Simulator:
                 final.append(r)
         self._unpair(set(rows.tolist()))
         self.events += int(rows.size)
-        self._refresh_running()
+        self._refresh_running(rows)
         self._dependents_of(final, now)
         return len(final)
 
@@ -574,20 +591,33 @@ class Simulator:
         for r in ready:
             self.active[r] = None
 
+    def _index_partners(self) -> None:
+        named: dict[int, list[int]] = {}
+        for r, a in self.assignments.items():
+            if a.partner is not None:
+                named.setdefault(a.partner, []).append(r)
+        self.named_by = named
+
     def _unpair(self, done: set[int]) -> None:
         """The jobs in ``done`` left their GPUs (their strategy goes); those whose partner left run alone
         now, at their own rate."""
         t = self.table
         for r in done:
             self.strategy.pop(r, None)
-        if self.shared_gpus:
-            for r, a in list(self.assignments.items()):
-                if a.partner in done:
-                    # Alone until the next decision, still launched with the strategy it had.
-                    alone = Assignment(r, a.gpus, None, self.strategy.get(r, a.strategy))
-                    self.assignments[r] = alone
-                    t.rate[r] = self._rate(alone, alone.strategy)
-                    self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
+        if not self.shared_gpus:
+            return
+        # Only the rows that named a finished row as partner, not every assignment: each is handled
+        # on its own, so the order does not matter.
+        for d in done:
+            for r in self.named_by.pop(d, ()):
+                a = self.assignments.get(r)
+                if a is None or a.partner != d:
+                    continue
+                # Alone until the next decision, still launched with the strategy it had.
+                alone = Assignment(r, a.gpus, None, self.strategy.get(r, a.strategy))
+                self.assignments[r] = alone
+                t.rate[r] = self._rate(alone, alone.strategy)
+                self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
 
     def _result(self, wall0: float) -> SimResult:
         tl = np.array(self._timeline, dtype=np.float64).reshape(-1, 4)
