@@ -72,10 +72,15 @@ def test_version() -> None:
     assert r.returncode == 0 and r.stdout.strip() == f"tesserae {version('tesserae')}"
 
 
-def test_shell_completion_is_on_and_completes_names() -> None:
+def test_shell_completion_is_on_and_completes_names(monkeypatch: pytest.MonkeyPatch) -> None:
     top = tesserae("--help").stdout
     assert "--install-completion" in top and "--show-completion" in top
-    script = tesserae("--show-completion", "bash")
+    # --show-completion detects the shell from the parent processes; under make's /bin/sh (dash) or
+    # a detached runner that is not a shell Typer supports, so pin bash, the one this test checks.
+    import typer.completion
+
+    monkeypatch.setattr(typer.completion, "_get_shell_name", lambda: "bash")
+    script = tesserae("--show-completion")
     assert script.returncode == 0 and "_TESSERAE_COMPLETE" in script.stdout
 
     def complete(words: str) -> list[str]:
