@@ -290,6 +290,12 @@ def profile_main(args: argparse.Namespace, sizes: list[int]) -> None:
         some = v[v > 0]
         print(f"| {name} | {100 * v.sum() / whole:.1f}% | {np.median(v):.4f} | {some.size}/{v.size} "
               f"| {np.median(some):.4f} | {v.max():.4f} |")
+    seen = [n for n in names if any(p.get(n, 0.0) for p in per)]
+    print("\neach decision (CPU ms with the profiler, then each step's estimate as above):")
+    print(f"| decision | CPU | {' | '.join(seen)} |")
+    print("| --- " * (len(seen) + 2) + "|")
+    for i, ((_, c), p) in enumerate(zip(profiled, per, strict=True), WARMUP_ROUNDS + 1):
+        print(f"| {i} | {1000 * c:.0f} | {' | '.join(f'{1000 * p.get(n, 0.0):.0f}' for n in seen)} |")
 
 
 def child_command(args: argparse.Namespace, label: str, gpus: int, jobs: int, tenants: int) -> list[str]:
