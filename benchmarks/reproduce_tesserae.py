@@ -615,7 +615,7 @@ def setup_section(runs: dict[str, Any], seeds: int) -> list[str]:
         "throughput. Seed s draws the thinning and the types.",
         f"- **Jobs per run**: the whole window, {jobs('homo-64')} jobs per run on homo-64, {jobs('hetero-64')} on "
         f"hetero-64, {jobs('homo-256')} on homo-256, {jobs('hetero-256')} on hetero-256 (days 15-20 hold 34 of "
-        "them; the busy part starts on day 20).",
+        f"the window's {sub.size} jobs: its busy part starts on day 20).",
         f"- **LLM mix**: Blox's `norm_speed.csv` (pipeline strategies of Bert-Large and GPT2-Medium, measured "
         "co-location speeds); 30% large jobs on 2 or 4 GPUs, 70% small ones; Poisson arrivals at load "
         f"{LLM_LOAD['llm-64']}; {LLM_JOBS['llm-64']} jobs on 64 GPUs, {LLM_JOBS['llm-256']} on 256.",
