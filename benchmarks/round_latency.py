@@ -349,8 +349,8 @@ def tenants_main(args: argparse.Namespace, sizes: list[int]) -> None:
         f"Same evolving state as the section above; each row is measured twice in one run, without "
         f"queues and with {args.tenants} tenant queues (10 organisations x {max(args.tenants // 10, 1)} teams, "
         "guarantees splitting the cluster evenly, jobs spread over the teams by a skewed Dirichlet(0.5) draw so "
-        "that some teams borrow and others lend). Median and p95 of one whole decision over "
-        f"{args.rounds} rounds after {WARMUP_ROUNDS} warm-up rounds.",
+        "that some teams borrow and others lend). Median and p95 of one whole decision over the row's "
+        f"rounds (its `rounds` column) after {WARMUP_ROUNDS} warm-up rounds.",
         "",
         "| configuration | GPUs | active jobs (median) | median, one queue (s) | median, queues (s) | ratio | "
         "p95, one queue (s) | p95, queues (s) | rounds | measured |",
