@@ -164,13 +164,6 @@ class TesseraePlacer(RoundPlacer):
         that does not fit, only the gangs no larger than what is left are looked at again.
         """
         t = self.table
-        if not self._one_type:  # the row-by-row walk
-            for r in rows.tolist():
-                if self._free <= 0:
-                    break
-                if int(t.num_gpus[r]) <= self._free:
-                    self.try_admit(r)
-            return
         if rows.size == 0 or self._free <= 0:
             return
         k = t.num_gpus[rows].astype(np.int64)
@@ -442,21 +435,16 @@ class TesseraePlacer(RoundPlacer):
             evictions += layout.evictions
         out: dict[int, Assignment] = {}
         partner = self.partner
-        book, types, num_gpus, type_idx = self.book, t.types, t.num_gpus, t.type_idx
-        reuse = self.reuse_kept
+        types, num_gpus, type_idx = t.types, t.num_gpus, t.type_idx
         moved = 0
         for r, ti, k in zip(hosts, type_idx[rows].tolist(), sizes, strict=True):
             p = partner.get(r)
             g = gpus[r]
             old = prev.get(r)
+            cls = (types[ti], k)
             pc = None if p is None else (types[int(type_idx[p])], int(num_gpus[p]))
-            if reuse and old is not None and old.partner == p and (old.gpus is g or old.gpus == g) \
-                    and old.strategy == book.strategy(types[ti], k, pc):
-                out[r] = old  # same GPUs, partner and strategy: what _assignment returns
-            else:
-                out[r] = self._assignment(r, g, p, old)
-                if old is not None and old.gpus != g:
-                    moved += 1
+            out[r] = self._keep_or_assign(r, cls, g, p, pc, old)
+            moved += old is not None and old.gpus != g
             if p is not None:
                 kp = pc[1]
                 old = prev.get(p)
@@ -464,16 +452,20 @@ class TesseraePlacer(RoundPlacer):
                 if kp < len(pg):
                     pg = old.gpus if old is not None and set(old.gpus) <= set(pg) and len(old.gpus) == kp \
                         else pg[:kp]
-                if reuse and old is not None and old.partner == r and (old.gpus is pg or old.gpus == pg) \
-                        and old.strategy == book.strategy(pc[0], kp, (types[ti], k)):
-                    out[p] = old
-                else:
-                    out[p] = self._assignment(p, pg, r, old)
-                    if old is not None and old.gpus != pg:
-                        moved += 1
+                out[p] = self._keep_or_assign(p, pc, pg, r, cls, old)
+                moved += old is not None and old.gpus != pg
         self.owner.note_round(moved, spread, regrouped, evictions, time.perf_counter() - t0)
         self.assigned = out
         return out
+
+    def _keep_or_assign(self, row: int, cls: tuple[str, int], gpus: tuple[int, ...], partner: int | None,
+                        partner_cls: tuple[str, int] | None, old: Assignment | None) -> Assignment:
+        """``_assignment``, except that a job on the same GPUs with the same partner and strategy keeps
+        its Assignment object without the strategy-switch check (``_assignment`` would return it too)."""
+        if (self.reuse_kept and old is not None and old.partner == partner and (old.gpus is gpus or old.gpus == gpus)
+                and old.strategy == self.book.strategy(cls[0], cls[1], partner_cls)):
+            return old
+        return self._assignment(row, gpus, partner, old)
 
     def _assignment(self, row: int, gpus: tuple[int, ...], partner: int | None, old: Assignment | None
                     ) -> Assignment:

@@ -387,19 +387,16 @@ class Simulator:
                     self._charge_restart(r, now)
                     t.strategy_changes[r] += 1
         shared = 0
-        named: dict[int, list[int]] = {}
         for r, a in plan.assignments.items():
             p = previous.get(r)
             if (p is not a and p != a) or r in changed or a.partner in changed:
                 t.rate[r] = self._rate(a, strategy.get(r), None if a.partner is None else strategy.get(a.partner))
-            if a.partner is not None:
-                named.setdefault(a.partner, []).append(r)
-                if r < a.partner:
-                    shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
+            if a.partner is not None and r < a.partner:
+                shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
         self.assignments = dict(plan.assignments)
         self.strategy = strategy
         self.shared_gpus = shared
-        self.named_by = named
+        self._index_partners()
         self._refresh_running()
 
     def _charge_restart(self, row: int, now: float) -> None:
@@ -592,6 +589,7 @@ class Simulator:
             self.active[r] = None
 
     def _index_partners(self) -> None:
+        """``named_by`` from the assignments: which rows name each row as their partner."""
         named: dict[int, list[int]] = {}
         for r, a in self.assignments.items():
             if a.partner is not None:
