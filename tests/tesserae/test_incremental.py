@@ -2,8 +2,9 @@
 
 Each shortcut (skipping a decision whose inputs are the last one's, admitting the leading running
 jobs at once, the one-type admission, the vectorised one-type walk, reusing the Assignment of a job
-kept in place, HiGHS called without linprog) is switched off in turn and the whole simulation
-compared, finish time by finish time, with the default run.
+kept in place, stopping the regrouped layout once it cannot win, HiGHS called without linprog) is
+switched off in turn and the whole simulation compared, finish time by finish time, with the
+default run.
 """
 
 from __future__ import annotations
@@ -55,6 +56,15 @@ def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndar
         return placer
 
     placement.begin = begin_without
+    if switch_off == "prune":
+        type_placer = placement.type_placer
+
+        def whole_regrouped(*args: Any) -> Any:
+            tp = type_placer(*args)
+            tp.prune_regrouped = False
+            return tp
+
+        placement.type_placer = whole_regrouped
     res = Simulator(specs, cluster, sched, SimConfig(round_seconds=300.0, restart_overhead=30.0)).run()
     summary = {k: v for k, v in res.scheduler_summary.items() if k != "layout_seconds"}
     return res.table.finish.copy(), summary, skipped[0]
@@ -65,7 +75,9 @@ def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndar
 def test_each_shortcut_leaves_the_simulation_unchanged(label: str, cluster_spec: str) -> None:
     finish, summary, skipped = _run(label, cluster_spec, None)
     assert np.isfinite(finish).all()
-    for off in ("skip", "bulk", "one-type", "walk", "reuse") if ":" not in cluster_spec else ("skip", "bulk", "reuse"):
+    offs = ("skip", "bulk", "one-type", "walk", "reuse", "prune") if ":" not in cluster_spec \
+        else ("skip", "bulk", "reuse", "prune")
+    for off in offs:
         f, s, n = _run(label, cluster_spec, off)
         assert np.array_equal(f, finish), off
         assert s == summary, off

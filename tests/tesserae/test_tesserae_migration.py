@@ -132,3 +132,62 @@ def test_migrations_reported_per_round() -> None:
     s = sched.summary()
     assert s["migrations_per_round_max"] == 1 and s["placement_rounds"] == 1
     assert np.isclose(s["migrations_per_round_mean"], 1.0)
+
+
+@st.composite
+def crowded_rounds(draw: st.DrawFn) -> tuple[str, list[int], dict[int, int], dict[int, tuple[int, ...]]]:
+    """A full-ish cluster: continuing jobs on arbitrary (even fragmented) GPUs and new jobs that often
+    fit only if running jobs move. Returns (cluster, hosts in priority order, sizes, previous GPUs)."""
+    spec_ = draw(st.sampled_from(["4x4", "3x8", "6x4", "2x4,2x8", "5x8"]))
+    cl = parse_cluster_spec(spec_)
+    free = draw(st.permutations(list(range(cl.num_gpus))))
+    left = cl.num_gpus
+    size: dict[int, int] = {}
+    prev: dict[int, tuple[int, ...]] = {}
+    for row in range(draw(st.integers(1, 24))):
+        k = draw(st.sampled_from([1, 1, 1, 2, 2, 3, 4, 6, 8, 16]))
+        if k > left:
+            continue
+        left -= k
+        size[row] = k
+        if draw(st.integers(0, 2)):  # two in three continue
+            if draw(st.booleans()):  # on GPUs next to each other (mostly one node) or scattered
+                taken = sorted(free[:k])
+            else:
+                start = draw(st.integers(0, len(free) - k))
+                taken = sorted(free[start:start + k])
+            free = [g for g in free if g not in taken]
+            prev[row] = tuple(taken)
+        else:
+            free = free[k:]
+    hosts = draw(st.permutations(sorted(size)))
+    return spec_, list(hosts), size, prev
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(crowded_rounds())
+def test_pruned_regrouped_layout_never_changes_the_choice(case) -> None:
+    # The regrouped layout stops as soon as its lower bound of moves shows it cannot beat the
+    # anchored one; the bound must be sound (the whole layout agrees) and the choice unchanged.
+    spec_, hosts, size, prev = case
+    tp = TypePlacer(parse_cluster_spec(spec_), 0)
+    anchored = tp._anchored(hosts, size, prev)
+    whole = tp._regrouped(hosts, size, prev)
+    assert whole is not None
+    to_beat = (len(anchored.spread), len(anchored.moved))
+    pruned = tp._regrouped(hosts, size, prev, to_beat=to_beat)
+    if pruned is None:
+        assert (len(whole.spread), len(whole.moved)) >= to_beat
+    else:
+        assert (pruned.gpus, pruned.moved, pruned.spread) == (whole.gpus, whole.moved, whole.spread)
+    # Sharp: a bound above the whole layout's own moves would prune a layout that beats this target.
+    beaten = tp._regrouped(hosts, size, prev, to_beat=(len(whole.spread), len(whole.moved) + 1))
+    assert beaten is not None and (beaten.gpus, beaten.moved) == (whole.gpus, whole.moved)
+    chosen = tp.place(hosts, size, prev)
+    TypePlacer.prune_regrouped = False
+    try:
+        reference = tp.place(hosts, size, prev)
+    finally:
+        TypePlacer.prune_regrouped = True
+    assert (chosen.gpus, chosen.moved, chosen.spread, chosen.method) == \
+        (reference.gpus, reference.moved, reference.spread, reference.method)

@@ -31,5 +31,7 @@ class Plan:
              pairs: list[tuple[int, int]] | None = None) -> Plan:
         started = [r for r in assignments if r not in previous]
         stopped = [r for r in previous if r not in assignments]
-        migrated = [r for r, a in assignments.items() if r in previous and previous[r].gpus != a.gpus]
+        # An Assignment kept from the previous decision is the same object: no tuple comparison.
+        migrated = [r for r, a in assignments.items()
+                    if (b := previous.get(r)) is not None and b is not a and b.gpus != a.gpus]
         return Plan(time, assignments, sorted(started), sorted(stopped), sorted(migrated), pairs or [])

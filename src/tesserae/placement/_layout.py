@@ -21,14 +21,21 @@ spanned nodes is its own unit) and the new jobs are bin-packed from scratch onto
 mapped to physical nodes of the same size by a sparse maximum-weight bipartite matching
 (``scipy.sparse.csgraph.min_weight_full_bipartite_matching``) with
 w(L, P) = sum over jobs j of L of min(GPUs of j on L, GPUs j held on P) -- the GPUs that can stay.
-It is built only when the anchored layout had to move or spread a job.
+It is built only when the anchored layout had to move or spread a job, and abandoned as soon as a
+lower bound of its moves shows that it cannot beat the anchored one (``TypePlacer._regrouped``): on
+a large cluster the anchored layout moves a few jobs where packing from scratch would move
+hundreds, so the matching and the GPU choice of the regrouped layout are almost never needed.
 
 Inside a physical node every continuing job keeps as many of its previous GPU indices as its part
 there allows; the others take the lowest free indices. A job is *spread* only when no consolidated
 layout was found (a gang that fits one node gets one node; a larger one whole nodes plus one).
 
 Cost: per-node NumPy arrays and loops over jobs only. Best fit keeps one heap of nodes per free
-count (node sizes are small), so a job is placed in O(node size) heap operations.
+count (node sizes are small), so a job is placed in O(node size) heap operations; a run of units
+larger than half a node that all open empty nodes is placed in one step. The eviction search lists
+a node's jobs only when it examines that node, and the GPU choice works on one mask of the held
+GPUs, so a decision that moves nobody costs vector operations over the held GPUs plus a loop over
+the new jobs.
 """
 
 from __future__ import annotations
@@ -63,6 +70,15 @@ class BinPool:
     def change(self, b: int, delta: int) -> None:
         self.avail[b] += delta
         heapq.heappush(self.heaps[int(self.avail[b])], b)
+
+    def take_each(self, nodes: np.ndarray, k: int) -> None:
+        """Take ``k`` GPUs on each of ``nodes`` (each has them free)."""
+        self.avail[nodes] -= k
+        left = self.avail[nodes]
+        for v in np.unique(left).tolist():
+            h = self.heaps[v]
+            h.extend(nodes[left == v].tolist())
+            heapq.heapify(h)
 
     def best_single(self, k: int) -> int:
         """The node with the fewest free GPUs that still holds ``k`` (lowest index on ties); -1 if none."""
@@ -139,6 +155,33 @@ class BinPool:
 
 
 @dataclass
+class HeldParts:
+    """What the continuing jobs of one type held last round, computed once per decision.
+
+    ``row``/``node``/``cnt``: one entry per (job, node position) part, sorted by row then node;
+    ``gpus``: every GPU they held (``rows`` in order, each job's GPUs in its order).
+    """
+
+    rows: list[int]  # the continuing jobs, in priority order
+    row: np.ndarray
+    node: np.ndarray
+    cnt: np.ndarray
+    gpus: np.ndarray
+
+
+@dataclass
+class Units:
+    """The regrouped layout's units in packing order: GPU count, number of jobs and the node its jobs
+    ran on (-1: not one node) of each, and their rows (unit ``u``: ``rows[start[u]:start[u + 1]]``)."""
+
+    total: list[int]
+    count: list[int]
+    node: list[int]
+    rows: list[int]
+    start: list[int]
+
+
+@dataclass
 class TypeLayout:
     """The GPUs of every job of one type, and how the layout was found."""
 
@@ -164,25 +207,33 @@ class TypePlacer:
         self._node_list: list[int] = self.nodes.tolist()
         self._first_list: list[int] = self.first.tolist()
         self._cap_list: list[int] = self.cap.tolist()
+        self._uniform = bool(self.nodes.size) and int(self.cap.min()) == int(self.cap.max())
 
     # ------------------------------------------------------------------------------- entry point
     def place(self, hosts: list[int], size: Mapping[int, int], prev: Mapping[int, tuple[int, ...]]) -> TypeLayout:
         """``hosts`` in priority order; ``prev`` maps the continuing ones to the GPUs they keep if possible."""
-        anchored = self._anchored(hosts, size, prev)
+        kept_rows = [r for r in hosts if r in prev]
+        parts = self._prev_parts(kept_rows, prev)
+        anchored = self._anchored(hosts, size, prev, parts)
         if not anchored.moved and not anchored.spread:
             return anchored
-        regrouped = self._regrouped(hosts, size, prev)
-        if (len(regrouped.spread), len(regrouped.moved)) < (len(anchored.spread), len(anchored.moved)):
+        to_beat = (len(anchored.spread), len(anchored.moved)) if self.prune_regrouped else None
+        regrouped = self._regrouped(hosts, size, prev, parts, to_beat)
+        if regrouped is not None and \
+                (len(regrouped.spread), len(regrouped.moved)) < (len(anchored.spread), len(anchored.moved)):
             return regrouped
         return anchored
 
+    #: Stop building the regrouped layout as soon as it provably cannot beat the anchored one (see
+    #: ``_regrouped``); off, it is always built whole (the two give the same layouts: tests compare).
+    prune_regrouped = True
+
     # ---------------------------------------------------------------------------------- helpers
-    def _prev_parts(self, rows: list[int], prev: Mapping[int, tuple[int, ...]]
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(row, node position, GPU count) of every part the continuing ``rows`` held, vectorised."""
+    def _prev_parts(self, rows: list[int], prev: Mapping[int, tuple[int, ...]]) -> HeldParts:
+        """What the continuing ``rows`` held, vectorised (see ``HeldParts``)."""
         if not rows:
             e = np.empty(0, dtype=np.int64)
-            return e, e, e
+            return HeldParts(rows, e, e, e, e)
         lengths = np.fromiter((len(prev[r]) for r in rows), dtype=np.int64, count=len(rows))
         gpus = np.fromiter(itertools.chain.from_iterable(prev[r] for r in rows), dtype=np.int64,
                            count=int(lengths.sum()))
@@ -190,13 +241,14 @@ class TypePlacer:
         node = self.pos[self.cluster.gpu_node[gpus]]
         key = row_of * (self.nodes.size + 1) + node
         uniq, counts = np.unique(key, return_counts=True)
-        return uniq // (self.nodes.size + 1), uniq % (self.nodes.size + 1), counts
+        return HeldParts(rows, uniq // (self.nodes.size + 1), uniq % (self.nodes.size + 1), counts, gpus)
 
     # --------------------------------------------------------------------------- anchored layout
-    def _anchored(self, hosts: list[int], size: Mapping[int, int], prev: Mapping[int, tuple[int, ...]]
-                  ) -> TypeLayout:
-        kept_rows = [r for r in hosts if r in prev]
-        p_row, p_node, p_cnt = self._prev_parts(kept_rows, prev)
+    def _anchored(self, hosts: list[int], size: Mapping[int, int], prev: Mapping[int, tuple[int, ...]],
+                  held: HeldParts | None = None) -> TypeLayout:
+        if held is None:
+            held = self._prev_parts([r for r in hosts if r in prev], prev)
+        kept_rows, p_row, p_node, p_cnt = held.rows, held.row, held.node, held.cnt
         usage = np.bincount(p_node, weights=p_cnt, minlength=self.nodes.size).astype(np.int64)
         avail0 = self.cap - usage
         new_rows = sorted((r for r in hosts if r not in prev), key=lambda r: -size[r])  # stable: priority
@@ -205,8 +257,10 @@ class TypePlacer:
         placed = self._fill_around(avail0, new_rows, size)
         if placed is None:
             placed = self._exact_around(avail0, new_rows, size)
+        used = np.zeros(self.cluster.num_gpus, dtype=bool)  # the GPUs the kept jobs hold
+        used[held.gpus] = True
         if placed is not None:
-            gpus = self._indices(placed, prev, kept_rows)
+            gpus = self._indices(placed, prev, kept_rows, used)
             return TypeLayout(gpus, set(), set(), "anchored", 0)
         pool = BinPool(self.cap, avail0)
         kept = set(kept_rows)
@@ -237,8 +291,10 @@ class TypePlacer:
             placed[row] = pool.spread(size[row])
             spread.add(row)
         keep_whole = [r for r in hosts if r in kept]
-        gpus = self._indices(placed, prev, keep_whole)
-        moved = {r for r in hosts if r in prev and gpus[r] != prev[r]}
+        for r in evicted:
+            used[list(prev[r])] = False
+        gpus = self._indices(placed, prev, keep_whole, used)
+        moved = {r for r in evicted if gpus[r] != prev[r]}  # the kept ones keep their GPUs
         return TypeLayout(gpus, moved, spread, "anchored", len(evicted))
 
     def _fill_around(self, avail: np.ndarray, rows: list[int], size: Mapping[int, int]) -> dict[int, Parts] | None:
@@ -317,54 +373,159 @@ class TypePlacer:
         return placed
 
     # -------------------------------------------------------------------------- regrouped layout
-    def _regrouped(self, hosts: list[int], size: Mapping[int, int], prev: Mapping[int, tuple[int, ...]]
-                   ) -> TypeLayout:
-        cont = [r for r in hosts if r in prev]
-        p_row, p_node, p_cnt = self._prev_parts(cont, prev)
-        held: dict[int, Parts] = {}
-        for r, b, c in zip(p_row.tolist(), p_node.tolist(), p_cnt.tolist(), strict=True):
-            held.setdefault(r, []).append((b, c))
-        # Units: the single-node continuing jobs of one previous node, each multi-node continuing job,
-        # and each new job. Largest first (ties: groups before new jobs, then by priority).
-        groups: dict[int, list[int]] = {}
-        units: list[tuple[int, int, list[int]]] = []
-        rank = {r: i for i, r in enumerate(hosts)}
-        for r in cont:
-            parts = held[r]
-            if len(parts) == 1:
-                groups.setdefault(parts[0][0], []).append(r)
-            else:
-                units.append((size[r], rank[r], [r]))
-        for rows in groups.values():
-            units.append((sum(size[r] for r in rows), min(rank[r] for r in rows), rows))
-        units.extend((size[r], len(hosts) + rank[r], [r]) for r in hosts if r not in prev)
-        units.sort(key=lambda u: (-u[0], u[1]))
+    def _units(self, hosts: list[int], size: Mapping[int, int], held: HeldParts) -> Units:
+        """The regrouped layout's units in packing order (see ``Units``), vectorised.
+
+        Units: the single-node continuing jobs of one previous node (in priority order; node: that
+        node), each multi-node continuing job and each new job (node: -1). Largest first; ties:
+        groups and continuing jobs by their highest priority, then new jobs by priority.
+        """
+        n_h = len(hosts)
+        hosts_arr = np.asarray(hosts, dtype=np.int64)
+        sizes = np.fromiter((size[r] for r in hosts), dtype=np.int64, count=n_h)
+        by_row = np.argsort(hosts_arr, kind="stable")
+        p_rank = by_row[np.searchsorted(hosts_arr[by_row], held.row)]  # each part's job's priority rank
+        starts = np.flatnonzero(np.r_[True, held.row[1:] != held.row[:-1]]) if held.row.size else held.row
+        n_parts = np.diff(np.r_[starts, held.row.size])
+        single = np.repeat(n_parts == 1, n_parts)
+        multi_rank = p_rank[starts[n_parts > 1]]
+        s_rank, s_node = p_rank[single], held.node[single]
+        o = np.lexsort((s_rank, s_node))
+        s_rank, s_node = s_rank[o], s_node[o]
+        g_start = np.flatnonzero(np.r_[True, s_node[1:] != s_node[:-1]]) if s_node.size else s_node
+        g_total = np.add.reduceat(sizes[s_rank], g_start) if s_node.size else s_node
+        new_rank = np.flatnonzero(~np.isin(hosts_arr, held.row))
+        total = np.concatenate([sizes[multi_rank], g_total, sizes[new_rank]])
+        tie = np.concatenate([multi_rank, s_rank[g_start], n_h + new_rank])
+        node = np.concatenate([np.full(multi_rank.size, -1), s_node[g_start], np.full(new_rank.size, -1)])
+        # Each unit's rows as a range of one array (multi-node jobs, groups, new jobs), then gathered
+        # into packing order.
+        every = hosts_arr[np.concatenate([multi_rank, s_rank, new_rank])]
+        count = np.concatenate([np.ones(multi_rank.size, dtype=np.int64), np.diff(np.r_[g_start, s_node.size]),
+                                np.ones(new_rank.size, dtype=np.int64)])
+        first = np.cumsum(count) - count
+        order = np.lexsort((tie, -total))
+        count, first = count[order], first[order]
+        ends = np.cumsum(count)
+        flat = every[np.arange(int(ends[-1]) if ends.size else 0) + np.repeat(first - (ends - count), count)]
+        return Units(total[order].tolist(), count.tolist(), node[order].tolist(), flat.tolist(),
+                     [0, *ends.tolist()])
+
+    def _regrouped(self, hosts: list[int], size: Mapping[int, int], prev: Mapping[int, tuple[int, ...]],
+                   held_parts: HeldParts | None = None, to_beat: tuple[int, int] | None = None
+                   ) -> TypeLayout | None:
+        """The regrouped layout; None once it cannot beat ``to_beat`` = (spread, moved) of the anchored one.
+
+        A logical node maps to one physical node, so of its single-node continuing jobs at most those
+        that ran on one node can keep their GPUs: the sum over logical nodes of (those jobs - the
+        most of them from one node) is a lower bound of the moves, and it only grows as the bin
+        packing goes on. Once it reaches the anchored layout's moves (with no fewer spread jobs)
+        the rest -- packing, matching, GPU indices -- cannot change which layout is kept.
+        """
+        if held_parts is None:
+            held_parts = self._prev_parts([r for r in hosts if r in prev], prev)
+        units = self._units(hosts, size, held_parts)
+        totals, counts, srcs, flat, off = units.total, units.count, units.node, units.rows, units.start
+        stop_early = to_beat is not None and to_beat[0] == 0
+        # The bound: per logical node, its continuing single-node jobs and the most from one node.
+        n_on = [0] * self.nodes.size
+        top = [0] * self.nodes.size
+        came: dict[int, dict[int, int]] = {}
+        bound = 0
+
+        def tally(b: int, src: int, m: int) -> int:
+            d = came.get(b)
+            if d is None:
+                came[b] = {src: m}
+                n_on[b] = top[b] = m
+                return 0
+            c = d[src] = d.get(src, 0) + m
+            before = n_on[b] - top[b]
+            n_on[b] += m
+            if c > top[b]:
+                top[b] = c
+            return n_on[b] - top[b] - before
+
         pool = BinPool(self.cap)
-        logical: dict[int, Parts] = {}
-        spread: set[int] = set()
-        leftovers: list[int] = []
-        for total, _, rows in units:
-            if len(rows) == 1:
+        # Where each unit went: its parts (one job), its node (a group, or one job on one node), or
+        # None (left over); the logical layout is written out only if it can still win.
+        at: list[Parts | int | None] = [None] * len(totals)
+        left_units: list[int] = []
+        # Where each run of units of one size ends (units come largest first).
+        run_ends = [*(np.flatnonzero(np.diff(totals)) + 1).tolist(), len(totals)]
+        gmax, uniform = pool.gmax, self._uniform
+        i = 0
+        while i < len(totals):
+            total, m, src = totals[i], counts[i], srcs[i]
+            if uniform and 2 * total > gmax and total <= gmax:
+                b = pool.best_single(total)
+                if b >= 0 and pool.avail[b] == gmax:
+                    # The best fit is an empty node: no node is partly filled with room for this size,
+                    # and filling empty ones makes none (two units over half a node never share one),
+                    # so the rest of the run takes the empty nodes in index order, as one by one would.
+                    end = run_ends[bisect.bisect_right(run_ends, i)]
+                    empty = np.flatnonzero(pool.avail == gmax)[: end - i]
+                    pool.take_each(empty, total)
+                    nodes = empty.tolist()
+                    at[i:i + len(nodes)] = nodes
+                    for b, m, src in zip(nodes, counts[i:end], srcs[i:end], strict=False):
+                        if src >= 0:  # alone on its logical node: adds nothing to the bound
+                            came[b] = {src: m}
+                            n_on[b] = top[b] = m
+                    i += len(nodes)
+                    continue
+            if m == 1:
                 parts = pool.consolidated(total)
                 if parts is None:
-                    leftovers.append(rows[0])
-                else:
-                    logical[rows[0]] = parts
-                continue
-            b = pool.best_single(total)
-            if b < 0:
-                leftovers.extend(rows)  # the group does not fit as one: its jobs go one by one
-                continue
-            pool.change(b, -total)
-            for r in rows:
-                logical[r] = [(b, size[r])]
-        leftovers.sort(key=lambda r: (-size[r], rank[r]))
+                    left_units.append(i)
+                    i += 1
+                    continue
+                at[i] = parts
+                b = parts[0][0]
+            else:
+                b = pool.best_single(total)
+                if b < 0:
+                    left_units.append(i)  # the group does not fit as one: its jobs go one by one
+                    i += 1
+                    continue
+                pool.change(b, -total)
+                at[i] = b
+            i += 1
+            if src >= 0:
+                bound += tally(b, src, m)
+                if stop_early and bound >= to_beat[1]:  # type: ignore[index]
+                    return None
+        # Left over: one by one, largest first, then by priority.
+        rank = {r: j for j, r in enumerate(hosts)} if left_units else {}
+        left_node = {r: srcs[u] for u in left_units for r in flat[off[u]:off[u + 1]]}
+        leftovers = sorted(left_node, key=lambda r: (-size[r], rank[r]))
+        left_parts: list[Parts] = []
+        spread: set[int] = set()
         for r in leftovers:
             parts = pool.consolidated(size[r])
             if parts is None:
                 parts = pool.spread(size[r])
                 spread.add(r)
-            logical[r] = parts
+            elif left_node[r] >= 0:
+                bound += tally(parts[0][0], left_node[r], 1)
+            left_parts.append(parts)
+        if to_beat is not None and (len(spread), bound) >= to_beat:
+            return None
+        logical: dict[int, Parts] = {}
+        for u, where in enumerate(at):
+            if where is None:
+                continue
+            rows = flat[off[u]:off[u + 1]]
+            if isinstance(where, list):
+                logical[rows[0]] = where
+            else:
+                for r in rows:
+                    logical[r] = [(where, size[r])]
+        logical.update(zip(leftovers, left_parts, strict=True))
+        held: dict[int, Parts] = {}
+        for r, b, c in zip(held_parts.row.tolist(), held_parts.node.tolist(), held_parts.cnt.tolist(), strict=True):
+            held.setdefault(r, []).append((b, c))
+        cont = held_parts.rows
         mapping = self._match(logical, held).tolist()
         # A continuing job whose parts land exactly on the nodes and counts it held keeps all its GPUs
         # (previous GPUs of different jobs are disjoint, so no other job can take one of them first):
@@ -429,43 +590,66 @@ class TypePlacer:
 
     # ------------------------------------------------------------------------------ GPU indices
     def _indices(self, placed: Mapping[int, Parts], prev: Mapping[int, tuple[int, ...]],
-                 keep_whole: list[int]) -> dict[int, tuple[int, ...]]:
-        """GPU ids: ``keep_whole`` rows keep theirs; placed continuing jobs keep what they can."""
-        # Plain Python sets and lists: a round touches a few GPUs per job, where NumPy's per-call
-        # overhead on such small arrays costs more than the work.
+                 keep_whole: list[int], used: np.ndarray | None = None) -> dict[int, tuple[int, ...]]:
+        """GPU ids: ``keep_whole`` rows keep theirs; placed continuing jobs keep what they can.
+
+        ``used`` (updated here): the cluster's GPUs held by ``keep_whole``, if the caller has them.
+        """
+        # A mask of the taken GPUs, built in one NumPy step; the per-job work is on plain lists (a job
+        # touches a few GPUs, where NumPy's per-call overhead costs more than the work).
+        if used is None:
+            used = np.zeros(self.cluster.num_gpus, dtype=bool)
+            n = sum(len(prev[r]) for r in keep_whole)
+            used[np.fromiter(itertools.chain.from_iterable(prev[r] for r in keep_whole), dtype=np.int64,
+                             count=n)] = True
         node_of = self._gpu_node
-        taken: set[int] = set(itertools.chain.from_iterable(prev[r] for r in keep_whole))
         out: dict[int, tuple[int, ...]] = {r: prev[r] for r in keep_whole}
         rest: dict[int, list[tuple[int, int]]] = {}
         chosen: dict[int, list[int]] = {}
         nodes = self._node_list
         for r, parts in placed.items():
             old = prev.get(r)
+            if not old:
+                rest[r] = parts
+                chosen[r] = []
+                continue
             todo = []
             mine: list[int] = []
             for b, c in parts:
-                if old:
-                    node = nodes[b]
-                    here = [g for g in old if node_of[g] == node and g not in taken][:c]
-                    if here:
-                        taken.update(here)
-                        mine.extend(here)
-                        c -= len(here)
+                node = nodes[b]
+                here = [g for g in old if node_of[g] == node and not used[g]][:c]
+                if here:
+                    used[here] = True
+                    mine.extend(here)
+                    c -= len(here)
                 if c:
                     todo.append((b, c))
             chosen[r] = mine
             rest[r] = todo
-        first, cap = self._first_list, self._cap_list
+        # The free GPUs of every node a job takes some on, lowest first (one NumPy step).
+        free_on = self._free_lists(sorted({b for todo in rest.values() for b, _ in todo}), used)
         for r, todo in rest.items():
             mine = chosen[r]
             for b, c in todo:
-                lo = first[b]
-                free = [g for g in range(lo, lo + cap[b]) if g not in taken][:c]
-                assert len(free) == c, "layout gave a node more GPUs than it has free"
-                taken.update(free)
-                mine.extend(free)
+                free = free_on[b]
+                assert len(free) >= c, "layout gave a node more GPUs than it has free"
+                mine.extend(free[:c])
+                del free[:c]
             out[r] = tuple(sorted(mine))
         return out
+
+    def _free_lists(self, touched: list[int], used: np.ndarray) -> dict[int, list[int]]:
+        """The GPUs of each node position in ``touched`` not in ``used``, lowest first."""
+        if not touched:
+            return {}
+        tb = np.asarray(touched, dtype=np.int64)
+        caps = self.cap[tb]
+        ends = np.cumsum(caps)
+        gpu = np.arange(int(ends[-1])) + np.repeat(self.first[tb] - (ends - caps), caps)
+        free = ~used[gpu]
+        flat = gpu[free].tolist()
+        cut = [0, *np.cumsum(np.add.reduceat(free.astype(np.int64), ends - caps)).tolist()]
+        return {b: flat[cut[i]:cut[i + 1]] for i, b in enumerate(touched)}
 
 
 class _Evictor:
@@ -482,30 +666,48 @@ class _Evictor:
         self.kept_usage = np.bincount(p_node, weights=p_cnt, minlength=tp.nodes.size).astype(np.int64)
 
     def _build(self) -> None:
-        p_row, p_node, p_cnt = self._parts
-        self.on_node: dict[int, dict[int, int]] = {}
-        self.of_row: dict[int, Parts] = {}
-        for r, b, c in zip(p_row.tolist(), p_node.tolist(), p_cnt.tolist(), strict=True):
-            self.on_node.setdefault(b, {})[r] = c
-            self.of_row.setdefault(r, []).append((b, c))
-        self.jobs_on = np.bincount(p_node, minlength=self.tp.nodes.size).astype(np.int64)
+        p_node = self._parts[1]
+        n = self.tp.nodes.size
+        # The parts by node (rows ascending within a node): a node's jobs are listed when it is first
+        # examined, a job's parts when it is evicted; a round examines few of the nodes.
+        self._by_node = np.argsort(p_node, kind="stable")
+        self._node_start = np.searchsorted(p_node[self._by_node], np.arange(n + 1)).tolist()
+        self._on_node: dict[int, dict[int, int]] = {}
+        self._gone: set[int] = set()
+        self.jobs_on = np.bincount(p_node, minlength=n).astype(np.int64)
         # Per node, its jobs as (GPUs, row), most GPUs first, then by row: built when a node is first
         # examined, dropped when one of its jobs leaves (a round examines the same nodes many times).
         self._by_size: dict[int, list[tuple[int, int]]] = {}
         self._built = True
 
+    def on_node(self, b: int) -> dict[int, int]:
+        """The continuing jobs still on node position ``b`` (row -> GPUs), rows ascending."""
+        jobs = self._on_node.get(b)
+        if jobs is None:
+            p_row, _, p_cnt = self._parts
+            sl = self._by_node[self._node_start[b]:self._node_start[b + 1]]
+            gone = self._gone
+            jobs = {r: c for r, c in zip(p_row[sl].tolist(), p_cnt[sl].tolist(), strict=True) if r not in gone}
+            self._on_node[b] = jobs
+        return jobs
+
     def _jobs_by_size(self, b: int) -> list[tuple[int, int]]:
         lst = self._by_size.get(b)
         if lst is None:
-            lst = sorted(((c, r) for r, c in self.on_node.get(b, {}).items()), key=lambda cr: (-cr[0], cr[1]))
+            lst = sorted(((c, r) for r, c in self.on_node(b).items()), key=lambda cr: (-cr[0], cr[1]))
             self._by_size[b] = lst
         return lst
 
     def _evict(self, rows: list[int]) -> None:
+        p_row, p_node, p_cnt = self._parts
         for r in rows:
-            for b, c in self.of_row.pop(r):
+            self._gone.add(r)
+            lo, hi = np.searchsorted(p_row, [r, r + 1]).tolist()  # parts are sorted by row
+            for b, c in zip(p_node[lo:hi].tolist(), p_cnt[lo:hi].tolist(), strict=True):
                 self._by_size.pop(b, None)
-                del self.on_node[b][r]
+                jobs = self._on_node.get(b)
+                if jobs is not None:
+                    del jobs[r]
                 self.pool.change(b, c)
                 self.kept_usage[b] -= c
                 self.jobs_on[b] -= 1
@@ -529,7 +731,7 @@ class _Evictor:
         if cand.size == 0:
             return []
         need = k - pool.avail[cand]
-        by_need = np.argsort(need, kind="stable")[: self.CANDIDATES]
+        by_need = np.argsort(need.astype(np.int16), kind="stable")[: self.CANDIDATES]  # radix sort: O(n)
         best: tuple[tuple[int, int, int], list[int]] | None = None
         by_size = self._by_size
         for b, nd in zip(cand[by_need].tolist(), need[by_need].tolist(), strict=True):
@@ -574,7 +776,7 @@ class _Evictor:
                 return []
             seen: set[int] = set()
             for b in cand.tolist():
-                for r in self.on_node.get(b, {}):
+                for r in self.on_node(b):
                     if r not in seen:
                         seen.add(r)
                         victims.append(r)

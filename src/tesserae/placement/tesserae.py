@@ -98,8 +98,11 @@ class TesseraePlacer(RoundPlacer):
         if self.follow_types or rows.size == 0:
             return 0
         prev, t = self.previous, self.table
-        first = np.fromiter((prev[r].gpus[0] for r in rows.tolist()), dtype=np.int64, count=rows.size)
-        types = self.cluster.gpu_type[first].astype(np.int64)
+        if self._one_type:  # no need to look up where each ran
+            types = np.zeros(rows.size, dtype=np.int64)
+        else:
+            first = np.fromiter((prev[r].gpus[0] for r in rows.tolist()), dtype=np.int64, count=rows.size)
+            types = self.cluster.gpu_type[first].astype(np.int64)
         k = t.num_gpus[rows].astype(np.int64)
         demand = np.empty(rows.size, dtype=np.int64)
         for ti in np.unique(types).tolist():
@@ -107,7 +110,7 @@ class TesseraePlacer(RoundPlacer):
             demand[on] = np.cumsum(k[on])
         ok = demand <= self.free_t[types]
         tidx = t.type_idx[rows]
-        for ti, kk, ty in {(int(a), int(b), int(c)) for a, b, c in zip(tidx, k, types, strict=True)}:
+        for ti, kk, ty in _distinct(tidx, k, types):
             if ty not in self.book.prefs(t.types[ti], kk):  # cannot run where it ran: one by one
                 ok &= ~((tidx == ti) & (k == kk) & (types == ty))
         n = int(rows.size if ok.all() else np.argmin(ok))
@@ -169,7 +172,7 @@ class TesseraePlacer(RoundPlacer):
         k = t.num_gpus[rows].astype(np.int64)
         tidx = t.type_idx[rows]
         ok = k <= self._free
-        for ti, kk in {(int(a), int(b)) for a, b in zip(tidx[ok].tolist(), k[ok].tolist(), strict=True)}:
+        for ti, kk in _distinct(tidx[ok], k[ok]):
             runs = self._runs.get((ti, kk))
             if runs is None:
                 runs = self._runs[(ti, kk)] = bool(self.book.prefs(t.types[ti], kk))
@@ -437,10 +440,25 @@ class TesseraePlacer(RoundPlacer):
         partner = self.partner
         types, num_gpus, type_idx = t.types, t.num_gpus, t.type_idx
         moved = 0
-        for r, ti, k in zip(hosts, type_idx[rows].tolist(), sizes, strict=True):
-            p = partner.get(r)
+        # A job alone on the GPUs it held alone, with the strategy it has alone, keeps its Assignment
+        # (``_keep_or_assign``'s first case, checked here without a call: most jobs, each round).
+        # The strategy of each host alone: one lookup per job class, spread to the hosts by NumPy.
+        kmax = int(num_gpus.max()) + 1 if hosts else 1
+        host_ti = type_idx[rows].astype(np.int64)
+        classes, of_class = np.unique(host_ti * kmax + num_gpus[rows], return_inverse=True)
+        by_class = np.empty(classes.size, dtype=object)
+        for i, c in enumerate(classes.tolist()):
+            by_class[i] = self.book.strategy(types[c // kmax], c % kmax, None)
+        host_alone = by_class[of_class.ravel()].tolist()
+        reuse = self.reuse_kept
+        for r, ti, k, s in zip(hosts, host_ti.tolist(), sizes, host_alone, strict=True):
             g = gpus[r]
             old = prev.get(r)
+            if (reuse and old is not None and old.gpus is g and old.partner is None and old.strategy == s
+                    and r not in partner):
+                out[r] = old
+                continue
+            p = partner.get(r)
             cls = (types[ti], k)
             pc = None if p is None else (types[int(type_idx[p])], int(num_gpus[p]))
             out[r] = self._keep_or_assign(r, cls, g, p, pc, old)
@@ -462,16 +480,16 @@ class TesseraePlacer(RoundPlacer):
                         partner_cls: tuple[str, int] | None, old: Assignment | None) -> Assignment:
         """``_assignment``, except that a job on the same GPUs with the same partner and strategy keeps
         its Assignment object without the strategy-switch check (``_assignment`` would return it too)."""
+        strategy = self.book.strategy(cls[0], cls[1], partner_cls)
         if (self.reuse_kept and old is not None and old.partner == partner and (old.gpus is gpus or old.gpus == gpus)
-                and old.strategy == self.book.strategy(cls[0], cls[1], partner_cls)):
+                and old.strategy == strategy):
             return old
-        return self._assignment(row, gpus, partner, old)
+        return self._assignment(row, gpus, partner, old, cls, partner_cls, strategy)
 
-    def _assignment(self, row: int, gpus: tuple[int, ...], partner: int | None, old: Assignment | None
-                    ) -> Assignment:
-        jt, k = self.job_class(row)
-        pc = None if partner is None else self.job_class(partner)
-        strategy = self.book.strategy(jt, k, pc)
+    def _assignment(self, row: int, gpus: tuple[int, ...], partner: int | None, old: Assignment | None,
+                    cls: tuple[str, int], pc: tuple[str, int] | None, strategy: str | None) -> Assignment:
+        """The job's Assignment; ``strategy`` is the book's for (``cls`` next to ``pc``)."""
+        jt, k = cls
         if (old is not None and old.strategy is not None and strategy is not None and old.strategy != strategy
                 and old.gpus == gpus):
             # Changing strategy relaunches the job: keep the running one unless the new one pays.
@@ -484,6 +502,23 @@ class TesseraePlacer(RoundPlacer):
         if old is not None and old.gpus == gpus and old.partner == partner and old.strategy == strategy:
             return old
         return Assignment(row, gpus, partner, strategy)
+
+
+def _distinct(*cols: np.ndarray) -> list[tuple[int, ...]]:
+    """The distinct tuples of equal-length non-negative integer columns (one ``np.unique`` over a
+    combined key instead of a set built element by element)."""
+    if cols[0].size == 0:
+        return []
+    spans = [int(c.max()) + 1 for c in cols]
+    key = np.zeros(cols[0].size, dtype=np.int64)
+    for c, span in zip(cols, spans, strict=True):
+        key = key * span + c
+    uniq = np.unique(key)
+    parts = []
+    for span in reversed(spans):
+        uniq, rem = np.divmod(uniq, span)
+        parts.append(rem.tolist())
+    return list(zip(*reversed(parts), strict=True))
 
 
 def _group(rows: np.ndarray, keys: np.ndarray) -> tuple[list[int], list[list[int]], list[int]]:
