@@ -180,7 +180,7 @@ def test_pruned_regrouped_layout_never_changes_the_choice(case) -> None:
         assert (len(whole.spread), len(whole.moved)) >= to_beat
     else:
         assert (pruned.gpus, pruned.moved, pruned.spread) == (whole.gpus, whole.moved, whole.spread)
-    # Sharp: a bound above the whole layout's own moves would prune a layout that beats this target.
+    # Soundness: a bound above the whole layout's own moves would prune a layout that beats this target.
     beaten = tp._regrouped(hosts, size, prev, to_beat=(len(whole.spread), len(whole.moved) + 1))
     assert beaten is not None and (beaten.gpus, beaten.moved) == (whole.gpus, whole.moved)
     chosen = tp.place(hosts, size, prev)

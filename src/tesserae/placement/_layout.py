@@ -21,21 +21,22 @@ spanned nodes is its own unit) and the new jobs are bin-packed from scratch onto
 mapped to physical nodes of the same size by a sparse maximum-weight bipartite matching
 (``scipy.sparse.csgraph.min_weight_full_bipartite_matching``) with
 w(L, P) = sum over jobs j of L of min(GPUs of j on L, GPUs j held on P) -- the GPUs that can stay.
-It is built only when the anchored layout had to move or spread a job, and abandoned as soon as a
-lower bound of its moves shows that it cannot beat the anchored one (``TypePlacer._regrouped``): on
-a large cluster the anchored layout moves a few jobs where packing from scratch would move
-hundreds, so the matching and the GPU choice of the regrouped layout are almost never needed.
+It is built only when the anchored layout had to move or spread a job, and abandoned once a lower
+bound of its moves shows that it cannot beat the anchored one (``TypePlacer._regrouped``: during the
+bin packing when the anchored layout spread nobody, else after it): on a large cluster the anchored
+layout moves a few jobs where packing from scratch would move hundreds, so the matching and the GPU
+choice of the regrouped layout are almost never needed.
 
 Inside a physical node every continuing job keeps as many of its previous GPU indices as its part
 there allows; the others take the lowest free indices. A job is *spread* only when no consolidated
 layout was found (a gang that fits one node gets one node; a larger one whole nodes plus one).
 
 Cost: per-node NumPy arrays and loops over jobs only. Best fit keeps one heap of nodes per free
-count (node sizes are small), so a job is placed in O(node size) heap operations; a run of units
-larger than half a node that all open empty nodes is placed in one step. The eviction search lists
-a node's jobs only when it examines that node, and the GPU choice works on one mask of the held
-GPUs, so a decision that moves nobody costs vector operations over the held GPUs plus a loop over
-the new jobs.
+count (node sizes are small), so a job is placed in O(node size) heap operations; on a type whose
+nodes all have one size, a run of units larger than half a node that all open empty nodes is placed
+in one step. The eviction search lists a node's jobs only when it examines that node, and the GPU
+choice works on one mask of the cluster's GPUs, so a decision that moves nobody costs vector
+operations over the GPUs plus a loop over the new jobs.
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ class BinPool:
 
 @dataclass
 class HeldParts:
-    """What the continuing jobs of one type held last round, computed once per decision.
+    """What the continuing jobs of one type held last round, computed once per layout (``place``).
 
     ``row``/``node``/``cnt``: one entry per (job, node position) part, sorted by row then node;
     ``gpus``: every GPU they held (``rows`` in order, each job's GPUs in its order).
@@ -202,11 +203,9 @@ class TypePlacer:
         self.first = cluster.node_first_gpu[self.nodes]
         self.pos = np.full(cluster.num_nodes, -1, dtype=np.int64)
         self.pos[self.nodes] = np.arange(self.nodes.size)
-        # The same as lists, for the per-GPU work of ``_indices``.
+        # As lists, for the per-GPU work of ``_indices`` (a job's previous GPUs and their nodes).
         self._gpu_node: list[int] = cluster.gpu_node.tolist()
         self._node_list: list[int] = self.nodes.tolist()
-        self._first_list: list[int] = self.first.tolist()
-        self._cap_list: list[int] = self.cap.tolist()
         self._uniform = bool(self.nodes.size) and int(self.cap.min()) == int(self.cap.max())
 
     # ------------------------------------------------------------------------------- entry point
@@ -419,14 +418,17 @@ class TypePlacer:
         A logical node maps to one physical node, so of its single-node continuing jobs at most those
         that ran on one node can keep their GPUs: the sum over logical nodes of (those jobs - the
         most of them from one node) is a lower bound of the moves, and it only grows as the bin
-        packing goes on. Once it reaches the anchored layout's moves (with no fewer spread jobs)
-        the rest -- packing, matching, GPU indices -- cannot change which layout is kept.
+        packing goes on. When the anchored layout spread nobody, the packing stops as soon as the
+        bound reaches its moves; otherwise, after the packing, (spread jobs, bound) is compared with
+        ``to_beat`` as the layouts themselves are. Either way the rest -- matching, GPU indices --
+        could not change which layout is kept.
         """
         if held_parts is None:
             held_parts = self._prev_parts([r for r in hosts if r in prev], prev)
         units = self._units(hosts, size, held_parts)
         totals, counts, srcs, flat, off = units.total, units.count, units.node, units.rows, units.start
-        stop_early = to_beat is not None and to_beat[0] == 0
+        # Stop inside the packing only when the anchored layout spread nobody: then only fewer moves win.
+        stop_at = to_beat[1] if to_beat is not None and to_beat[0] == 0 else None
         # The bound: per logical node, its continuing single-node jobs and the most from one node.
         n_on = [0] * self.nodes.size
         top = [0] * self.nodes.size
@@ -468,10 +470,10 @@ class TypePlacer:
                     pool.take_each(empty, total)
                     nodes = empty.tolist()
                     at[i:i + len(nodes)] = nodes
-                    for b, m, src in zip(nodes, counts[i:end], srcs[i:end], strict=False):
-                        if src >= 0:  # alone on its logical node: adds nothing to the bound
-                            came[b] = {src: m}
-                            n_on[b] = top[b] = m
+                    for node_b, jobs_m, src_b in zip(nodes, counts[i:end], srcs[i:end], strict=False):
+                        if src_b >= 0:  # alone on its logical node: adds nothing to the bound
+                            came[node_b] = {src_b: jobs_m}
+                            n_on[node_b] = top[node_b] = jobs_m
                     i += len(nodes)
                     continue
             if m == 1:
@@ -493,7 +495,7 @@ class TypePlacer:
             i += 1
             if src >= 0:
                 bound += tally(b, src, m)
-                if stop_early and bound >= to_beat[1]:  # type: ignore[index]
+                if stop_at is not None and bound >= stop_at:
                     return None
         # Left over: one by one, largest first, then by priority.
         rank = {r: j for j, r in enumerate(hosts)} if left_units else {}

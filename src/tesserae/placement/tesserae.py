@@ -442,15 +442,9 @@ class TesseraePlacer(RoundPlacer):
         moved = 0
         # A job alone on the GPUs it held alone, with the strategy it has alone, keeps its Assignment
         # (``_keep_or_assign``'s first case, checked here without a call: most jobs, each round).
-        # The strategy of each host alone: one lookup per job class, spread to the hosts by NumPy.
-        kmax = int(num_gpus.max()) + 1 if hosts else 1
         host_ti = type_idx[rows].astype(np.int64)
-        classes, of_class = np.unique(host_ti * kmax + num_gpus[rows], return_inverse=True)
-        by_class = np.empty(classes.size, dtype=object)
-        for i, c in enumerate(classes.tolist()):
-            by_class[i] = self.book.strategy(types[c // kmax], c % kmax, None)
-        host_alone = by_class[of_class.ravel()].tolist()
         reuse = self.reuse_kept
+        host_alone = self._alone_strategies(host_ti, rows) if reuse else [None] * len(hosts)
         for r, ti, k, s in zip(hosts, host_ti.tolist(), sizes, host_alone, strict=True):
             g = gpus[r]
             old = prev.get(r)
@@ -475,6 +469,16 @@ class TesseraePlacer(RoundPlacer):
         self.owner.note_round(moved, spread, regrouped, evictions, time.perf_counter() - t0)
         self.assigned = out
         return out
+
+    def _alone_strategies(self, host_ti: np.ndarray, rows: np.ndarray) -> list[str | None]:
+        """The strategy of each host alone: one lookup per job class, spread to the hosts by NumPy."""
+        t = self.table
+        kmax = int(t.num_gpus.max()) + 1 if rows.size else 1
+        classes, of_class = np.unique(host_ti * kmax + t.num_gpus[rows], return_inverse=True)
+        by_class = np.empty(classes.size, dtype=object)
+        for i, c in enumerate(classes.tolist()):
+            by_class[i] = self.book.strategy(t.types[c // kmax], c % kmax, None)
+        return by_class[of_class.ravel()].tolist()
 
     def _keep_or_assign(self, row: int, cls: tuple[str, int], gpus: tuple[int, ...], partner: int | None,
                         partner_cls: tuple[str, int] | None, old: Assignment | None) -> Assignment:
