@@ -77,7 +77,7 @@ class Scheduler:
         assignments = self._unchanged(table, order, advice, previous) if self.queues is None else None
         if assignments is None:
             assignments = self._place(now, table, order, advice, previous)
-        pairs = sorted((r, a.partner) for r, a in assignments.items() if a.partner is not None and r < a.partner)
+        pairs = sorted([(r, p) for r, a in assignments.items() if (p := a.partner) is not None and r < p])
         if self.policy.credits_what_ran:
             self._remember(now, table, assignments)
         plan = Plan.diff(now, dict(previous), assignments, pairs)
