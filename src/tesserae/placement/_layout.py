@@ -628,30 +628,49 @@ class TypePlacer:
                     todo.append((b, c))
             chosen[r] = mine
             rest[r] = todo
-        # The free GPUs of every node a job takes some on, lowest first (one NumPy step).
-        free_on = self._free_lists(sorted({b for todo in rest.values() for b, _ in todo}), used)
-        for r, todo in rest.items():
+        # Then each (job, node, count) still to fill takes the next free GPUs of its node, lowest
+        # first, in the order of ``rest`` (as one job after another would), all at once in NumPy.
+        rows = list(rest)
+        n_parts = [len(todo) for todo in rest.values()]
+        part_b = np.fromiter((b for todo in rest.values() for b, _ in todo), dtype=np.int64, count=sum(n_parts))
+        part_c = np.fromiter((c for todo in rest.values() for _, c in todo), dtype=np.int64, count=part_b.size)
+        got = self._take_free(part_b, part_c, used)
+        per_row = np.zeros(len(rows), dtype=np.int64)
+        if part_b.size:
+            np.add.at(per_row, np.repeat(np.arange(len(rows)), n_parts), part_c)
+        cut = [0, *np.cumsum(per_row).tolist()]
+        for i, r in enumerate(rows):
             mine = chosen[r]
-            for b, c in todo:
-                free = free_on[b]
-                assert len(free) >= c, "layout gave a node more GPUs than it has free"
-                mine.extend(free[:c])
-                del free[:c]
-            out[r] = tuple(sorted(mine))
+            taken = got[cut[i]:cut[i + 1]]
+            # One part and nothing kept: a run of one node's ascending free GPUs, already sorted.
+            out[r] = tuple(taken) if not mine and n_parts[i] == 1 else tuple(sorted(mine + taken))
         return out
 
-    def _free_lists(self, touched: list[int], used: np.ndarray) -> dict[int, list[int]]:
-        """The GPUs of each node position in ``touched`` not in ``used``, lowest first."""
-        if not touched:
-            return {}
-        tb = np.asarray(touched, dtype=np.int64)
-        caps = self.cap[tb]
+    def _take_free(self, part_b: np.ndarray, part_c: np.ndarray, used: np.ndarray) -> list[int]:
+        """For each part (node position, count) in order, the next ``count`` GPUs of that node not in
+        ``used``, lowest first; the parts' GPUs concatenated in the parts' order."""
+        if part_b.size == 0:
+            return []
+        touched, inv = np.unique(part_b, return_inverse=True)
+        inv = inv.ravel()
+        caps = self.cap[touched]
         ends = np.cumsum(caps)
-        gpu = np.arange(int(ends[-1])) + np.repeat(self.first[tb] - (ends - caps), caps)
-        free = ~used[gpu]
-        flat = gpu[free].tolist()
-        cut = [0, *np.cumsum(np.add.reduceat(free.astype(np.int64), ends - caps)).tolist()]
-        return {b: flat[cut[i]:cut[i + 1]] for i, b in enumerate(touched)}
+        gpu = np.arange(int(ends[-1])) + np.repeat(self.first[touched] - (ends - caps), caps)
+        free = gpu[~used[gpu]]  # each touched node's free GPUs, ascending, node after node
+        n_free = np.add.reduceat((~used[gpu]).astype(np.int64), ends - caps)
+        free_start = np.cumsum(n_free) - n_free
+        # Offset of each part within its node's free GPUs: what the parts before it on that node took.
+        order = np.argsort(inv, kind="stable")
+        c_sorted = part_c[order]
+        before = np.cumsum(c_sorted) - c_sorted
+        first_of_node = np.r_[True, inv[order][1:] != inv[order][:-1]]
+        node_base = np.maximum.accumulate(np.where(first_of_node, before, 0))
+        offset = np.empty_like(part_c)
+        offset[order] = before - node_base
+        assert (offset + part_c <= n_free[inv]).all(), "layout gave a node more GPUs than it has free"
+        part_end = np.cumsum(part_c)
+        idx = np.arange(int(part_end[-1])) + np.repeat(free_start[inv] + offset - (part_end - part_c), part_c)
+        return free[idx].tolist()
 
 
 class _Evictor:
