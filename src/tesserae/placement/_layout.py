@@ -263,7 +263,7 @@ class TypePlacer:
             return TypeLayout(gpus, set(), set(), "anchored", 0)
         pool = BinPool(self.cap, avail0)
         kept = set(kept_rows)
-        ev = _Evictor(self, pool, p_row, p_node, p_cnt)
+        ev = _Evictor(self, pool, p_row, p_node, p_cnt, usage.copy())
         seq = itertools.count()
         queue = [(-size[r], next(seq), r) for r in new_rows]
         heapq.heapify(queue)
@@ -472,8 +472,7 @@ class TypePlacer:
                     at[i:i + len(nodes)] = nodes
                     for node_b, jobs_m, src_b in zip(nodes, counts[i:end], srcs[i:end], strict=False):
                         if src_b >= 0:  # alone on its logical node: adds nothing to the bound
-                            came[node_b] = {src_b: jobs_m}
-                            n_on[node_b] = top[node_b] = jobs_m
+                            tally(node_b, src_b, jobs_m)
                     i += len(nodes)
                     continue
             if m == 1:
@@ -680,11 +679,12 @@ class _Evictor:
     CANDIDATES = 64
 
     def __init__(self, tp: TypePlacer, pool: BinPool, p_row: np.ndarray, p_node: np.ndarray,
-                 p_cnt: np.ndarray) -> None:
+                 p_cnt: np.ndarray, kept_usage: np.ndarray) -> None:
+        """``kept_usage``: GPUs the continuing jobs hold per node position (updated as they leave)."""
         self.tp, self.pool = tp, pool
         self._parts = (p_row, p_node, p_cnt)
         self._built = False
-        self.kept_usage = np.bincount(p_node, weights=p_cnt, minlength=tp.nodes.size).astype(np.int64)
+        self.kept_usage = kept_usage
 
     def _build(self) -> None:
         p_node = self._parts[1]
