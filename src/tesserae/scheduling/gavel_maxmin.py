@@ -96,7 +96,7 @@ class GavelMaxMin(GavelRounds):
         k = table.num_gpus[np.asarray(rows)].astype(np.float64)
         w = table.weight[np.asarray(rows)]
         w = np.where(w > 0, w, 1.0)
-        prop = R @ (self.cap / self.cap.sum())
+        prop = (R * (self.cap / self.cap.sum())).sum(axis=1)  # not R @ ...: BLAS sums by CPU
         scale = k / (w * np.maximum(prop, _TOL))
         C = R * scale[:, None]
         sj, st = np.nonzero(np.ones_like(R, dtype=bool) if center else R > 0)
@@ -118,7 +118,7 @@ class GavelMaxMin(GavelRounds):
                        shape=(2 * m + T, nV + 1)).tocsr()
         b = np.concatenate([np.zeros(m), np.ones(m), self.cap])
         if center:
-            xv, zstar = central_max_min(csr_matrix(A), b)
+            xv, zstar = central_max_min(csr_matrix(A), b, border=T)  # the last T rows: capacities
             x: np.ndarray | None = xv
         else:
             x, zstar = self._max_total(A, b, C, sj, st, ca, cb, nS, nV)

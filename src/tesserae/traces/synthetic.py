@@ -11,7 +11,8 @@ count so that every job can run. Durations are Philly-like
 uniform over the model's job types (sorted), and work = duration x the model's reference rate.
 
 Everything is drawn from ``numpy.random.default_rng(seed)`` in a fixed order (gaps, GPU counts,
-long/short choice, exponents, types), so one seed gives one workload.
+long/short choice, exponents, types), so one seed gives one workload, the same on every CPU (no
+BLAS, no SIMD-dependent NumPy function on the way).
 """
 
 from __future__ import annotations
@@ -104,7 +105,8 @@ def arrival_rate(load: float, cluster: Cluster, mix: str | Mapping[int, float] =
                  duration: str = "philly") -> float:
     """Jobs per second that offer ``load`` to ``cluster`` in expectation."""
     counts, probs = gpu_mix_distribution(mix, cluster.num_gpus)
-    mean_gpu_seconds = float(counts @ probs) * expected_duration(duration)
+    # Summed by NumPy's add.reduce in a fixed order, not `counts @ probs` (BLAS: its order depends on the CPU).
+    mean_gpu_seconds = float(np.add.reduce(counts * probs)) * expected_duration(duration)
     return load * cluster.num_gpus / mean_gpu_seconds
 
 
@@ -183,7 +185,9 @@ def generate_workload(num_jobs: int, load: float, cluster: Cluster, model: Throu
     part = rng.choice(len(parts), size=n, p=part_p / part_p.sum())
     lo = np.array([a for _, a, _ in parts])[part]
     hi = np.array([b for _, _, b in parts])[part]
-    durations = DURATION_SCALE * 10.0 ** rng.uniform(lo, hi)
+    # The C library's pow, one value at a time: NumPy's vectorised power differs in the last bit by
+    # SIMD level (AVX-512 or not), and the workload must not depend on the CPU that generates it.
+    durations = DURATION_SCALE * np.array([10.0 ** u for u in rng.uniform(lo, hi).tolist()], dtype=np.float64)
     type_idx = rng.integers(len(types), size=n)
     type_idx = _runnable_types(type_idx, num_gpus, types, cluster, model, rng.random(n))
 
