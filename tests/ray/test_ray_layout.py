@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ray_helpers import wait_for
 
-from tesserae.runtime import node_net, procs, ray_launcher
+from tesserae.runtime import env_handoff, node_net, procs, ray_launcher
 from tesserae.runtime.gpus import Gpu
 from tesserae.runtime.ray_layout import NodeInfo, aggregate_exit, build_view, plan_parts, remap, split_processes
 from tesserae.runtime.ray_lease import LeaseBook, LeaseFile, grant, held_until
@@ -72,6 +72,7 @@ def _launch(tmp_path: Path, agent: subprocess.Popen[bytes], *cmd: str, nproc: in
     leases = LeaseFile(tmp_path / "leases.json")
     leases.write({str(part): time.monotonic() + lease}, force=True)
     env = {**os.environ, procs.MARKER_VAR: str(part), ray_launcher.PART_VAR: str(part)}
+    env_handoff.write(part, env)  # the part's environment, as the agent hands it over
     r = subprocess.run([sys.executable, "-I", ray_launcher.__file__, str(part), str(tmp_path / "log"), str(nproc), "4",
                         "8", str(agent.pid), str(procs.start_ticks(agent.pid)), str(leases.path), "--", *cmd],
                        capture_output=True, text=True, env=env, timeout=30)

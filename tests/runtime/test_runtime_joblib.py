@@ -17,7 +17,7 @@ from rt_helpers import PY, REPO, toy, toy_value, wait_for
 
 from tesserae.core.errors import InputError
 from tesserae.job import PREEMPTED_EXIT_CODE, RUN_EPOCH, Job, StaleRunError
-from tesserae.runtime import launcher
+from tesserae.runtime import env_handoff, launcher
 from tesserae.runtime.gpus import gpu_type_of, machine_cluster, nvml_gpus, virtual_gpus
 from tesserae.runtime.store import Store, hash_token
 
@@ -140,6 +140,7 @@ def test_launcher_records_exit_codes(tmp_path: Path) -> None:
     def launch(*cmd: str, nproc: int = 1) -> tuple[int, int | None, str]:
         run = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
         run.mkdir()
+        env_handoff.write(run, {"PATH": os.environ.get("PATH", env_handoff.FIXED_PATH)})  # the job's environment
         p = subprocess.run([PY, "-I", launcher.__file__, str(run), str(nproc), "--", *cmd], capture_output=True,
                            text=True, timeout=30)
         rec = launcher.read_exit(str(run))

@@ -7,6 +7,7 @@ owned by the same user, in the queue and priority class it would get now (``api_
 the queues may have changed), that names the job it copies (``resubmit_of``).
 """
 
+import json
 import time
 from typing import Any
 
@@ -14,6 +15,7 @@ from fastapi import FastAPI, HTTPException
 
 from tesserae.runtime.api_jobs import JobId, current_run, owned_job
 from tesserae.runtime.api_limits import ErrorBody
+from tesserae.runtime.api_models import check_env_allowed
 from tesserae.runtime.api_queues import queue_for
 from tesserae.runtime.api_views import job_view
 from tesserae.runtime.controller import Controller
@@ -65,6 +67,7 @@ def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None
         row = owned_job(store, job_id, who)
         if row["state"] not in FINAL_STATES:
             raise HTTPException(409, f"job {job_id} is {row['state']}; only an ended job can be resubmitted")
+        check_env_allowed(json.loads(row["env"]), controller)  # stored when the server allowed it, perhaps
         now = time.time()
         columns = {k: row[k] for k in _SPEC}
         # Into the queue the job would go to now (the queues may have changed since it ran).

@@ -10,11 +10,13 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tesserae.core.queues import PRIORITY_CLASSES, QUEUE_NAME_PATTERN
+from tesserae.runtime import job_env
 from tesserae.runtime.api_limits import BoundedInt, SafeStr
 from tesserae.runtime.lifecycle import MAX_BACKOFF, MAX_DEPENDENCIES, MAX_RETRIES, MAX_TIME_LIMIT, parse_array
 from tesserae.runtime.resources import MAX_CPUS, MAX_MEMORY_MB
@@ -48,7 +50,9 @@ class JobSubmission(BaseModel):
                           description="Model / batch-size class, as the throughput profile names it.")
     iterations: BoundedInt | None = Field(None, description="Total iterations (the job's work), if known.")
     env: dict[Annotated[SafeStr, Field(max_length=256)], Annotated[SafeStr, Field(max_length=MAX_ARG)]] = Field(
-        default_factory=dict, max_length=1024, description="Extra environment variables.")
+        default_factory=dict, max_length=1024, description="Extra environment variables. On a server with job "
+        "accounts, not those the dynamic loader, the C library, a shell or an interpreter reads at start (LD_*, "
+        "PYTHON*, MALLOC_*, GCONV_PATH, BASH_ENV, ...: set those inside the command).")
     workdir: SafeStr | None = Field(None, max_length=4096, json_schema_extra={"pattern": "^/"},
                                     description="Absolute working directory on the server machine (default: a "
                                                 "private folder of the job).")
@@ -149,6 +153,7 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
     if sub.job_type not in known:
         shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
         raise SubmitError("job_type", f"unknown job type '{sub.job_type}'; this server's profile knows: {shown}")
+    check_env_allowed(sub.env, controller)
     workdir = None
     if sub.workdir is not None:
         workdir = sub.workdir
@@ -179,6 +184,16 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
             found = None
         if found is None:
             raise SubmitError("command", f"'{prog}' is not found on the server's PATH")
+
+
+def check_env_allowed(env: Mapping[str, str], controller: "Controller") -> None:
+    """With job accounts, no variable the loader or an interpreter reads at start (``job_env.refused``)."""
+    if controller.isolation.same_user:
+        return
+    for key in env:
+        why = job_env.refused(key)
+        if why is not None:
+            raise SubmitError(f"env.{key}", why)
 
 
 def check_gpu_type(gpu_type: str, gpus: int, controller: "Controller") -> None:

@@ -12,7 +12,10 @@ A job gets, in this order (a later layer wins):
    set ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` per process of a multi-process job).
 
 Nothing else of the server's environment reaches it: secrets set for the server (cloud keys, a
-Ray token, a Tesserae token) stay with the server.
+Ray token, a Tesserae token) stay with the server. And none of it reaches a privileged process:
+the launchers run with a fixed environment and hand this one to the job's processes only
+(``env_handoff``). With job accounts, a submission may not set the variables that the loader, the
+C library, a shell or an interpreter reads at start (``refused``).
 """
 
 from __future__ import annotations
@@ -34,6 +37,26 @@ ACCOUNT_VARS = ("HOME", "USER", "LOGNAME")
 DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+#: Variables that change what the dynamic loader, the C library, a shell or an interpreter loads or
+#: runs at start, by the name prefix or name: refused in a submission's ``env`` unless jobs run as the
+#: server's own account (``refused``). They never reach a privileged process anyway (``env_handoff``);
+#: refusing them keeps a second wall, as glibc ignores the first two classes for set-uid programs.
+REFUSED_PREFIXES: tuple[tuple[str, str], ...] = (
+    ("LD_", "the dynamic loader"), ("DYLD_", "the dynamic loader"), ("MALLOC_", "the C library's allocator"),
+    ("PYTHON", "the Python interpreter"), ("BASH_FUNC_", "bash (exported functions)"), ("PERL5", "Perl"),
+    ("RUBY", "Ruby"), ("LUA_", "Lua"))
+REFUSED_NAMES: dict[str, str] = {
+    **dict.fromkeys(("GLIBC_TUNABLES", "GCONV_PATH", "GETCONF_DIR", "HOSTALIASES", "LOCALDOMAIN", "LOCPATH",
+                     "NIS_PATH", "NLSPATH", "RESOLV_HOST_CONF", "RES_OPTIONS", "TZDIR"), "the C library"),
+    **dict.fromkeys(("BASH_ENV", "ENV", "IFS", "SHELLOPTS", "BASHOPTS", "PS4", "CDPATH", "GLOBIGNORE",
+                     "PROMPT_COMMAND", "ZDOTDIR"), "the shell"),
+    **dict.fromkeys(("PERLLIB", "PERLIO"), "Perl"),
+    **dict.fromkeys(("NODE_OPTIONS", "NODE_PATH"), "Node.js"),
+    **dict.fromkeys(("JAVA_TOOL_OPTIONS", "_JAVA_OPTIONS", "JDK_JAVA_OPTIONS"), "the Java VM"),
+    **dict.fromkeys(("OPENSSL_CONF", "OPENSSL_ENGINES", "OPENSSL_MODULES"), "OpenSSL"),
+    "TCLLIBPATH": "Tcl", "PHPRC": "PHP",
+}
+
 
 def check_pass_env(names: Iterable[str]) -> tuple[str, ...]:
     """Validate ``--pass-env`` names (environment variable names; not Tesserae's own)."""
@@ -45,6 +68,17 @@ def check_pass_env(names: Iterable[str]) -> tuple[str, ...]:
             raise ValueError(f"{name}: the server's TESSERAE_* variables are never passed to jobs")
         out.append(name)
     return tuple(dict.fromkeys(out))
+
+
+def refused(name: str) -> str | None:
+    """Why a job may not set ``name`` in its ``env`` on a server with job accounts; None if it may."""
+    reader = REFUSED_NAMES.get(name) or next((who for prefix, who in REFUSED_PREFIXES if name.startswith(prefix)),
+                                             None)
+    if reader is None:
+        return None
+    return (f"{name} is read by {reader} when a process starts, and this server refuses such variables in a job's "
+            "env (see docs/runtime.md#security); set it inside the job's command instead, e.g. with shell=true: "
+            f"'{name}=... exec python train.py'")
 
 
 def base_env(source: Mapping[str, str] | None = None, *, pass_env: Iterable[str] = (),

@@ -9,6 +9,10 @@ controller, a controller restarted after a crash still learns how a job that end
 ended, and never runs a completed job again; because the leftovers are gone first, a run's GPUs
 are free once its launcher has exited.
 
+The launcher runs with a fixed, minimal environment; the job's own is in ``RUN_DIR/env.json``, which
+it reads, removes, and gives only to the job's processes (``env_handoff``): nothing of it acts on
+the launcher, which keeps root's rights.
+
 Options:
 
 - ``--cgroup PATH``: the run's cgroup v2 folder (see ``lifetime``). The launcher joins it and puts
@@ -23,7 +27,7 @@ cannot be started (not found), 126 when it is not executable or the account cann
 
 What it shares with the Ray part launcher (starting and reaping the copies, forwarding signals,
 the exit record) is ``supervise``. It imports only the standard library and standard-library-only
-modules of the runtime (``procs``, ``lifetime``, ``supervise``, ``job_files``): it starts in a few
+modules of the runtime (``procs``, ``lifetime``, ``supervise``, ``job_files``, ``env_handoff``): it starts in a few
 tens of milliseconds.
 """
 
@@ -35,7 +39,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from tesserae.runtime import lifetime, procs
+from tesserae.runtime import env_handoff, lifetime, procs
 from tesserae.runtime.job_files import read_exit_record
 from tesserae.runtime.supervise import Copies, status_code, write_exit
 
@@ -129,6 +133,12 @@ def main(argv: list[str]) -> int:
         print(_USAGE, file=sys.stderr)
         return 2
     run_dir, nproc, opts, cmd = parsed
+    try:
+        job_env = env_handoff.take(run_dir)
+    except ValueError as e:
+        print(f"tesserae: cannot start the job: its environment cannot be read: {e}", file=sys.stderr, flush=True)
+        write_exit(run_dir, 126)
+        return 126
     cgroup = opts.get("--cgroup")
     if cgroup is not None:
         try:
@@ -141,7 +151,7 @@ def main(argv: list[str]) -> int:
     setup = _child_setup(None if cgroup is None else os.path.join(cgroup, lifetime.JOB_CHILD), account)
     copies = Copies()
     copies.catch_signals()
-    envs = [{**os.environ, **({"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(nproc)} if nproc > 1 else {})}
+    envs = [{**job_env, **({"RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(nproc)} if nproc > 1 else {})}
             for r in range(nproc)]
     copies.start(cmd, envs, setup, "" if account is None else f" as uid {account[0]}")
     code = copies.wait()

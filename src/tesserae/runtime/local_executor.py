@@ -11,6 +11,8 @@ whole process group and to every process that carries the run's marker.
 Its view is fixed: the machine's GPUs (NVML or virtual), one node per GPU type. A run's
 environment is the server's allowlisted base (``job_env.base_env``, with ``--pass-env``) under the
 job contract, and ``CUDA_VISIBLE_DEVICES`` of its GPUs with a free local ``MASTER_PORT`` over it.
+It reaches the job's processes only: the launcher runs with a fixed environment and reads the
+job's from ``RUN_DIR/env.json`` (``env_handoff``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.core.cluster import Cluster
-from tesserae.runtime import job_env, job_files, launcher, lifetime, procs, resources
+from tesserae.runtime import env_handoff, job_env, job_files, launcher, lifetime, procs, resources
 from tesserae.runtime.executor import Adopted, Launch, NodeState, ViewChange
 from tesserae.runtime.gpus import Gpu, machine_cluster
 
@@ -122,7 +124,8 @@ class LocalExecutor:
         run_dir = launch.run_dir
         run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         marker = str(run_dir)
-        env = {**self.run_env(launch), procs.MARKER_VAR: marker}
+        # The job's variables go to the job only (in a file the launcher reads), never to the launcher.
+        env_handoff.write(run_dir, {**self.run_env(launch), procs.MARKER_VAR: marker})
         opts = []
         missed = [n for n, v in (("cpus", launch.cpus), ("memory", launch.memory_mb)) if v is not None]
         if self.cgroups is not None:
@@ -137,8 +140,9 @@ class LocalExecutor:
         cmd = [self.python, "-I", LAUNCHER, str(run_dir), str(launch.nproc), *opts, "--", *launch.argv]
         log = job_files.open_log_append(launch.log_path)
         try:
-            popen = subprocess.Popen(cmd, cwd=launch.cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True, close_fds=True)
+            popen = subprocess.Popen(cmd, cwd=launch.cwd, env=env_handoff.launcher_env({procs.MARKER_VAR: marker}),
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True, close_fds=True)
         finally:
             os.close(log)
         return Proc(popen.pid, procs.start_ticks(popen.pid), marker, popen)

@@ -20,7 +20,9 @@ whose lease ran out is killed by its launcher, and by this agent too should the 
 
 A part's environment: the node's allowlisted variables, the job's own and the contract's, and
 ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` naming the interface that carries this node's Ray
-address (``node_net``) unless the job or the node sets them.
+address (``node_net``) unless the job or the node sets them. It reaches the part's processes only:
+the launcher runs with a fixed environment and reads the part's from ``PART_DIR/env.json``
+(``env_handoff``).
 
 The agent exits by itself once it holds no live part and no controller has called it for
 ``idle_seconds``: a server that is gone for good leaves nothing behind but finished runs' files.
@@ -39,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tesserae.runtime import job_env, node_net, procs, ray_launcher
+from tesserae.runtime import env_handoff, job_env, node_net, procs, ray_launcher
 from tesserae.runtime.ray_lease import LeaseFile, grant, lease_dir
 
 AGENT_VERSION = 3
@@ -79,13 +81,14 @@ def _launch_part(spec: dict[str, Any], base_env: dict[str, str], agent_pid: int,
     Path(log).parent.mkdir(parents=True, exist_ok=True)
     Path(spec["cwd"]).mkdir(parents=True, exist_ok=True)
     own = {**base_env, **spec["env"]}
-    env = {**node_net.interface_env(spec.get("node_ip", ""), already=own), **own, procs.MARKER_VAR: spec["marker"],
-           PART_VAR: part_dir}
+    markers = {procs.MARKER_VAR: spec["marker"], PART_VAR: part_dir}
+    # The job's variables go to the job's processes only (a file the launcher reads), never to the launcher.
+    env_handoff.write(part_dir, {**node_net.interface_env(spec.get("node_ip", ""), already=own), **own, **markers})
     cmd = [sys.executable, "-I", LAUNCHER, part_dir, log, str(spec["nproc"]), str(spec["first_rank"]),
            str(spec["world"]), str(agent_pid), str(agent_ticks if agent_ticks is not None else "-"), lease_file,
            "--", *spec["argv"]]
-    p = subprocess.Popen(cmd, cwd=spec["cwd"], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.DEVNULL, close_fds=True)
+    p = subprocess.Popen(cmd, cwd=spec["cwd"], env=env_handoff.launcher_env(markers), stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
     line = p.stdout.readline() if p.stdout is not None else b""
     p.wait()
     if p.stdout is not None:

@@ -8,9 +8,11 @@ Ray SIGKILLs a worker's children when the worker exits, which would orphan the j
 starts NPROC copies of the command with ``RANK = FIRST_RANK + i``, ``LOCAL_RANK = i``,
 ``WORLD_SIZE``, ``LOCAL_WORLD_SIZE = NPROC``; stdout and stderr append to LOG.
 
-Like ``launcher``, and with the same code (``supervise``): SIGTERM/SIGINT are forwarded to the
-copies; when one copy fails the others get SIGTERM, then SIGKILL after a grace; when all have
-exited the exit code is written to ``PART_DIR/exit.json`` (atomically) and the launcher exits with it.
+Like ``launcher``, it runs with a fixed environment and gives the part's own (``PART_DIR/env.json``,
+read and removed before it detaches: ``env_handoff``) to the copies only. And with the same code
+(``supervise``): SIGTERM/SIGINT are forwarded to the copies; when one copy fails the others get
+SIGTERM, then SIGKILL after a grace; when all have exited the exit code is written to
+``PART_DIR/exit.json`` (atomically) and the launcher exits with it.
 
 Unlike it, it watches its agent (pid and kernel start time) and its lease (``ray_lease``: the end
 of the part's lease in the agent's node-local LEASE_FILE), every 0.25 s. When the agent is gone
@@ -22,7 +24,7 @@ until they are gone, records ``"orphaned": true`` (and why) in ``exit.json``, an
 process group. The record comes after the kill, so the controller may take it as proof that
 nothing of the part still runs.
 
-Standard library only (and the runtime's standard-library-only ``procs`` and ``supervise``; nothing
+Standard library only (and the runtime's standard-library-only ``procs``, ``supervise`` and ``env_handoff``; nothing
 of Ray): it starts in a few tens of milliseconds, detached from the Ray worker.
 """
 
@@ -36,7 +38,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from tesserae.runtime import procs
+from tesserae.runtime import env_handoff, procs
 from tesserae.runtime.ray_lease import held_until
 from tesserae.runtime.supervise import EXIT_FILE, Copies, status_code, write_exit
 
@@ -126,10 +128,15 @@ def main(argv: list[str]) -> int:
     nproc, first_rank, world = int(argv[2]), int(argv[3]), int(argv[4])
     agent_pid, agent_ticks = int(argv[5]), (int(argv[6]) if argv[6] != "-" else None)
     lease_file, cmd = argv[7], argv[9:]
+    try:  # before detaching: the agent learns at once that the part cannot start
+        job_env = env_handoff.take(part_dir)
+    except ValueError as e:
+        print(f"tesserae: the part's environment cannot be read: {e}", file=sys.stderr)
+        return 126
     _detach(log)
     copies = Copies()
     copies.catch_signals()
-    envs = [{**os.environ, "RANK": str(first_rank + i), "LOCAL_RANK": str(i), "WORLD_SIZE": str(world),
+    envs = [{**job_env, "RANK": str(first_rank + i), "LOCAL_RANK": str(i), "WORLD_SIZE": str(world),
              "LOCAL_WORLD_SIZE": str(nproc)} for i in range(nproc)]
     copies.start(cmd, envs)
     code = copies.wait(_watch(copies, part_dir, agent_pid, agent_ticks, lease_file))
