@@ -91,6 +91,9 @@ def test_job_ids_never_repeat_even_after_the_store_is_lost(tmp_path: Path, serve
     s.stop()
     for f in state.glob("tesserae.db*"):
         f.unlink()
+    line = _one_line(_start(state))  # every submitted job has its folder (issue 27): they hold its ids
+    assert f"holds 3 job folder(s) (ids 1..{max(old)})" in line and "--new-store" in line
+    (state / "jobs").rename(tmp_path / "old-jobs")
     line = _one_line(_start(state))
     assert "the store was lost" in line and "--new-store" in line
     s2 = servers(state, "--new-store", "--rounds-only", gpus=1, policy="fifo", round_seconds=3600)
@@ -239,3 +242,56 @@ def test_a_torn_last_frame_is_not_corruption(tmp_path: Path) -> None:
     data[32 + 24 + 100] ^= 0xFF  # inside the first frame: four committed transactions follow it
     wal.write_bytes(bytes(data))
     assert "committed transactions after it" in (wal_problem(wal) or "")
+
+
+_OLD_JOB = ("import os; print('OLD JOB OUTPUT', flush=True); "
+            "open(os.path.join(os.environ['TESSERAE_CHECKPOINT_DIR'], 'ckpt'), 'w').write('old')")
+_NEW_JOB = "import os; print('checkpoints:', sorted(os.listdir(os.environ['TESSERAE_CHECKPOINT_DIR'])), flush=True)"
+
+
+def test_the_advised_recovery_from_a_corrupt_wal_gives_fresh_ids_and_folders(tmp_path: Path,
+                                                                              servers: Callable[..., Server]) -> None:
+    """Issue 27, point 2. Before: after the WAL was moved aside as the refusal advises, the next submission got
+    a lost job's id again, in its old folder: its log showed the old run's lines and its checkpoint was there."""
+    state = tmp_path / "state"
+    servers(state, gpus=1, policy="fifo").stop()  # a clean stop: the database file holds the admin token
+    s = servers(state, gpus=1, policy="fifo")
+    old = [s.submit([PY, "-c", _OLD_JOB]) for _ in range(3)]
+    for job in old:
+        s.wait_state(job, "completed")
+    s.kill()  # the jobs are in the write-ahead log only
+    wal = state / "tesserae.db-wal"
+    data = bytearray(wal.read_bytes())
+    page = int.from_bytes(data[8:12], "big")
+    data[32 + 24 + page // 2] ^= 0xFF  # a byte of the first frame: committed frames follow it
+    wal.write_bytes(bytes(data))
+    line = _one_line(_start(state))
+    assert "tesserae.db-wal is corrupt" in line and "moving tesserae.db-wal aside" in line
+    wal.rename(state / "tesserae.db-wal.corrupt")  # the recovery the message describes
+    s2 = servers(state, gpus=1, policy="fifo")
+    assert s2.client().get("/v1/jobs").json()["jobs"] == []  # what the log held is lost
+    assert f"job ids 1..{max(old)} are skipped" in s2.log()
+    new = s2.submit([PY, "-c", _NEW_JOB])
+    assert new > max(old)
+    s2.wait_state(new, "completed")
+    log = s2.client().get(f"/v1/jobs/{new}/logs").text
+    assert "checkpoints: []" in log and "OLD JOB OUTPUT" not in log, log
+    for job in old:  # the lost jobs' folders are left as they were
+        assert "OLD JOB OUTPUT" in (state / "jobs" / str(job) / "output.log").read_text()
+
+
+def test_an_id_whose_folder_exists_is_never_handed_out(tmp_path: Path) -> None:
+    """A folder left by a job the store does not know (its own, or its workspace under the job root) makes
+    the next submission skip that id; each claimed id has a new, empty folder."""
+    from tesserae.runtime.job_ids import JobIds
+    from tesserae.runtime.job_paths import JobPaths
+
+    state, root = tmp_path / "state", tmp_path / "state-jobs"
+    (state / "jobs" / "2").mkdir(parents=True)
+    (root / "3").mkdir(parents=True)
+    reserved: list[int] = []
+    ids = JobIds(JobPaths(state, root, lambda msg: None), reserved.append)
+    assert [ids.claim(1), ids.claim(2), ids.claim(5)] == [1, 4, 5]
+    assert 2 in reserved and 3 in reserved and 4 in reserved
+    assert all(not any((state / "jobs" / str(j)).iterdir()) for j in (1, 4, 5))
+    assert not (root / "1").exists()  # the workspace is made when the job first starts

@@ -102,7 +102,7 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                    "priority_class": sub.priority_class, **lifecycle_columns(sub)}
         try:
             with store.tx():
-                job_ids = insert_jobs(store, controller.reserve_job_id, columns,
+                job_ids = insert_jobs(store, controller.job_ids, columns,
                                       parse_array(sub.array) if sub.array is not None else None)
         except sqlite3.IntegrityError:  # the same key, submitted concurrently: the other request won
             replay = _replay(who, idempotency_key or "", digest)

@@ -75,7 +75,7 @@ def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None
                                      str(row["priority_class"]), int(row["num_gpus"]))
         columns.update(state="queued", submit_time=now, last_stop=now, resubmit_of=job_id)
         with store.tx():
-            new_id = insert_jobs(store, controller.reserve_job_id, columns, None)[0]
+            new_id = insert_jobs(store, controller.job_ids, columns, None)[0]
             if row["array_index"] is not None:  # the same task of the same array
                 store.execute("UPDATE jobs SET array_job=?, array_index=? WHERE id=?",
                               (row["array_job"], row["array_index"], new_id))

@@ -34,6 +34,7 @@ from tesserae.runtime.apply import apply_plan
 from tesserae.runtime.executor import Executor
 from tesserae.runtime.faults import Faults
 from tesserae.runtime.isolation import Isolation
+from tesserae.runtime.job_ids import JobIds
 from tesserae.runtime.job_paths import JobPaths
 from tesserae.runtime.reaping import Reaper
 from tesserae.runtime.reconcile import reconcile
@@ -62,6 +63,8 @@ class Controller:
         self.config = config or ControllerConfig()
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))
         self.paths = JobPaths(state_dir, job_root or state_dir / "jobs", self.log)
+        #: Claims each new job's id and folder (``job_ids``).
+        self.job_ids = JobIds(self.paths, self.reserve_job_id)
         self.runs = RunBook(store, executor, self.config, self.paths, self.isolation, Faults.from_env(self.log),
                             self.log, self.wake)
         self.reaper = Reaper(self.runs)

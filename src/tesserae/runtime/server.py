@@ -201,6 +201,10 @@ def serve(opts: ServerOptions) -> None:
         sock.close()
         raise
     state = folder.path
+    if folder.skipped_ids is not None:
+        first, last = folder.skipped_ids
+        say(f"warning: job folders hold ids up to {last} that the store does not know (it lost its latest writes, "
+            f"e.g. a write-ahead log moved aside): job ids {first}..{last} are skipped, new jobs start at {last + 1}")
     ensure_admin_token(folder, say)
     executor.open(state, folder.store)
     cluster = executor.cluster

@@ -2,7 +2,8 @@
 
 ``STATE`` is 0700 and its files 0600 (``isolation.secure_state``); ``STATE/server.lock`` is held
 with ``flock`` for the server's life; the store is checked before it is opened
-(``store_integrity.preflight``) and ``store.json`` kept up to date; the admin token is created at
+(``store_integrity.preflight``), ``store.json`` kept up to date, and job ids continue after every
+job folder (``job_ids``); the admin token is created at
 first start (``STATE/admin.token``, mode 0600, written atomically).
 """
 
@@ -36,6 +37,8 @@ class StateFolder:
     job_root: Path
     store: Any
     sidecar: Any
+    #: (first, last) job ids skipped at start-up: job folders hold them but the store does not.
+    skipped_ids: tuple[int, int] | None = None
 
 
 def _lock(state: Path) -> int:
@@ -64,8 +67,10 @@ def write_private(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _open_store(state: Path, job_root: Path, new_store: bool) -> tuple[Any, Any]:
-    """The checked store (``store_integrity``) and its ``store.json``, written or brought up to date."""
+def _open_store(state: Path, job_root: Path, new_store: bool) -> tuple[Any, Any, tuple[int, int] | None]:
+    """The checked store (``store_integrity``), its ``store.json``, written or brought up to date, and the
+    ids skipped because job folders hold them (``job_ids``: the store lost its latest writes)."""
+    from tesserae.runtime.job_ids import folder_floor
     from tesserae.runtime.store import DB_NAME, Store
     from tesserae.runtime.store_integrity import ID_BLOCK, SIDECAR, Sidecar, preflight
 
@@ -78,8 +83,13 @@ def _open_store(state: Path, job_root: Path, new_store: bool) -> tuple[Any, Any]
         start = max(store.next_job_id() - 1, sidecar.reserved_ids if sidecar else 0)
         sidecar = Sidecar(state / SIDECAR, store.store_id, time.time(), start + ID_BLOCK)
         sidecar.write()
+    floor = folder_floor(state, job_root)
+    skipped = None
+    if floor >= store.next_job_id():  # job folders the store does not know: it lost its latest writes
+        skipped = (store.next_job_id(), floor)
+        store.continue_job_ids_after(floor)
     sidecar.reserve(store.next_job_id())
-    return store, sidecar
+    return store, sidecar, skipped
 
 
 def open_state(state: Path, isolation: iso.Isolation, *, job_root: Path | None, new_store: bool,
@@ -101,11 +111,11 @@ def open_state(state: Path, isolation: iso.Isolation, *, job_root: Path | None, 
             os.close(log_fd)
         root = job_root.resolve() if job_root else iso.default_job_root(state, isolation)
         iso.prepare_job_root(root, state, isolation)
-        store, sidecar = _open_store(state, root, new_store)
+        store, sidecar, skipped = _open_store(state, root, new_store)
     except BaseException:
         os.close(lock_fd)
         raise
-    return StateFolder(state, lock_fd, root, store, sidecar)
+    return StateFolder(state, lock_fd, root, store, sidecar, skipped)
 
 
 def ensure_admin_token(folder: StateFolder, say: Callable[[str], None]) -> None:

@@ -293,6 +293,12 @@ class Store:
         row = self.one("SELECT seq FROM sqlite_sequence WHERE name='jobs'")
         return (int(row[0]) if row is not None else 0) + 1
 
+    def continue_job_ids_after(self, last: int) -> None:
+        """Hand out job ids after ``last`` from now on (ids below it may be another job's: ``job_ids``)."""
+        with self.tx() as c:
+            if c.execute("UPDATE sqlite_sequence SET seq=MAX(seq, ?) WHERE name='jobs'", (last,)).rowcount == 0:
+                c.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('jobs', ?)", (last,))
+
     # ------------------------------------------------------------------ events
     def event(self, job_id: int | None, kind: str, detail: dict[str, Any] | str = "", t: float | None = None
               ) -> None:

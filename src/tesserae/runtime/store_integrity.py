@@ -18,7 +18,9 @@ ids would be handed out again and a new job would pick up an old job's checkpoin
 moved aside): its job ids continue after every id the old store could have handed out.
 
 Job ids are reserved in blocks in ``store.json`` (``reserved_ids``) before they are used, so even
-a store lost for good cannot make them repeat.
+a store lost for good cannot make them repeat; and each new job's folder is made (durably) before
+its id is recorded, so a store that lost its latest writes (a write-ahead log moved aside) continues
+after the highest job folder instead of handing a lost job's id and folder out again (``job_ids``).
 """
 
 from __future__ import annotations

@@ -4,10 +4,10 @@ checks. Shared by ``POST /v1/jobs`` and resubmission (``api_lifecycle``)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from typing import Any
 
 from tesserae.runtime.api_models import JobSubmission, SubmitError
+from tesserae.runtime.job_ids import JobIds
 from tesserae.runtime.store import Principal, Store
 
 
@@ -31,19 +31,20 @@ def check_dependencies(store: Store, sub: JobSubmission, who: Principal) -> None
                 raise SubmitError(field, f"job {job_id} belongs to another user")
 
 
-def insert_jobs(store: Store, reserve: Callable[[int], None], columns: dict[str, Any],
-                indexes: list[int] | None) -> list[int]:
+def insert_jobs(store: Store, ids_source: JobIds, columns: dict[str, Any], indexes: list[int] | None) -> list[int]:
     """Insert one job, or one per array index (the first task's id names the array; only it keeps the
-    idempotency key). Inside the caller's transaction; ``reserve`` sees each id before it is used."""
+    idempotency key). Inside the caller's transaction; each id is claimed (``job_ids``: reserved, its
+    folder made) before it is used, and the folders are durable before the caller commits."""
     names = ", ".join(columns)
-    sql = f"INSERT INTO jobs ({names}, array_job, array_index) VALUES ({', '.join('?' * len(columns))}, ?, ?)"
+    sql = (f"INSERT INTO jobs (id, {names}, array_job, array_index) VALUES (?, {', '.join('?' * len(columns))}, "
+           "?, ?)")
     ids: list[int] = []
     for index in indexes if indexes is not None else [None]:
         values = dict(columns)
         if ids:
             values["idempotency_key"] = None
-        reserve(store.next_job_id())
-        job_id = int(store.execute(sql, (*values.values(), None, index)).lastrowid)  # type: ignore[arg-type]
+        job_id = ids_source.claim(max(store.next_job_id(), ids[-1] + 1 if ids else 1))
+        store.execute(sql, (job_id, *values.values(), None, index))
         if index is not None:
             store.execute("UPDATE jobs SET array_job=? WHERE id=?", (ids[0] if ids else job_id, job_id))
         store.event(job_id, "submitted", {"by": columns["user"], "gpus": columns["num_gpus"],
@@ -51,4 +52,5 @@ def insert_jobs(store: Store, reserve: Callable[[int], None], columns: dict[str,
                                           **({} if index is None else {"array_index": index})},
                     columns["submit_time"])
         ids.append(job_id)
+    ids_source.sync()
     return ids
