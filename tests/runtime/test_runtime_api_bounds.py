@@ -183,3 +183,47 @@ def test_errors_outside_validation_match_the_schema_too(shared_server: Server) -
     jsonschema.validate(r.json(), _error_schema(shared_server))
     r = c.post("/v1/jobs", content=b"\xff\xfe{", headers={"Content-Type": "application/json"})
     assert r.status_code in (400, 422) and r.json()["detail"]
+
+
+#: Integers no path or query parameter may turn into a 5xx: past SQLite's int64, past uint64, huge, negative.
+FUZZ_INTEGERS = (str(2**63), str(2**64), str(10**26), "-1")
+
+
+def _integer_params(doc: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(method, path, where, name) of every integer path or query parameter of the schema."""
+    out = []
+    for path, ops in doc["paths"].items():
+        for method, op in ops.items():
+            for p in op.get("parameters", []):
+                schema = p.get("schema", {})
+                kinds = {schema.get("type")} | {s.get("type") for s in schema.get("anyOf", [])}
+                if p["in"] in ("path", "query") and "integer" in kinds:
+                    out.append((method.upper(), path, p["in"], p["name"]))
+    return out
+
+
+def test_every_integer_parameter_of_the_schema_is_bounded(shared_server: Server) -> None:
+    """Issue 27, point 3. Before: GET /v1/jobs/{id}/runs with an id >= 2^63 answered 500 (OverflowError)."""
+    job = shared_server.submit([PY, "-c", "pass"], hold=True)
+    doc = shared_server.client("").get("/openapi.json").json()
+    params = _integer_params(doc)
+    assert ("GET", "/v1/jobs/{job_id}/runs", "path", "job_id") in params
+    assert ("GET", "/v1/jobs/{job_id}/logs", "query", "offset") in params
+    c = shared_server.client()
+    tried = 0
+    for method, path, where, name in params:
+        for value in FUZZ_INTEGERS:
+            url = path.replace("{job_id}", str(job))
+            query = {}
+            if where == "path":
+                url = path.replace("{" + name + "}", value).replace("{job_id}", str(job))
+            else:
+                query[name] = value
+            r = c.request(method, url, params=query, json={} if method == "POST" else None)
+            assert 400 <= r.status_code < 500, (method, url, query, r.status_code, r.text)
+            assert r.headers["content-type"].startswith("application/json"), (method, url, query)
+            tried += 1
+    assert tried >= 4 * 8
+    assert shared_server.job(job)["state"] == "queued"  # nothing acted on the job
+    shared_server.client().post(f"/v1/jobs/{job}/cancel")
+

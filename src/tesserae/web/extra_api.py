@@ -15,6 +15,7 @@ import numpy as np
 from fastapi import APIRouter, Depends, HTTPException, Query
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from tesserae.runtime.api_jobs import JobId
 from tesserae.runtime.controller import Controller
 from tesserae.runtime.store import RUNNABLE_STATES, Principal
 
@@ -156,7 +157,7 @@ def extra_router(controller: Controller) -> APIRouter:
         return usage_series(rows, now, window, bins, len(controller.executor.gpus), None if who.admin else who.user)
 
     @router.get("/v1/jobs/{job_id}/runs", tags=["jobs"])
-    def runs(job_id: int, who: Who) -> dict[str, Any]:
+    def runs(job_id: JobId, who: Who) -> dict[str, Any]:
         """Every run of a job: GPUs, the job sharing them (packing), start, end and outcome."""
         row = store.one("SELECT user FROM jobs WHERE id=?", (job_id,))
         if row is None:

@@ -6,11 +6,13 @@ cancel (and hold/release where the API offers them) buttons.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import Request
+from fastapi import Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
+from tesserae.runtime.api_jobs import JobId
+from tesserae.runtime.job_files import MAX_INT
 from tesserae.runtime.store import FINAL_STATES, JOB_STATES
 from tesserae.web.dashboard import ApiError, Dashboard
 from tesserae.web.session import Visitor, csrf_ok, read_form
@@ -136,7 +138,8 @@ def register(dash: Dashboard) -> None:
         return await dash.page(request, "job.html", "jobs", load)
 
     @app.get("/ui/jobs/{job_id}/log", include_in_schema=False)
-    async def job_log(request: Request, job_id: int, offset: int = -1) -> Response:
+    async def job_log(request: Request, job_id: JobId,
+                      offset: Annotated[int, Query(ge=-1, le=MAX_INT)] = -1) -> Response:
         """Bytes of the job's log from ``offset`` (-1: the last TAIL_BYTES), as JSON text."""
         v = dash.visitor(request)
         if v is None:
@@ -194,7 +197,7 @@ def register(dash: Dashboard) -> None:
 
     for _action in ("cancel", "hold", "release"):
         def make(action: str) -> Any:
-            async def handler(request: Request, job_id: int) -> Response:
+            async def handler(request: Request, job_id: JobId) -> Response:
                 return await act(request, job_id, action)
             return handler
 
