@@ -4,12 +4,14 @@ downloaded one) driven by Playwright, and the folder the screenshots go to."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
@@ -81,6 +83,16 @@ def shot(page: Any, name: str) -> Path:
     path = SHOTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+def form_login(c: httpx.Client, token: str, next: str = "/ui/jobs") -> httpx.Response:
+    """Log in as a browser does: the form first (its CSRF value and cookie), then the post (a new session,
+    whatever session ``c`` had)."""
+    c.cookies.delete("tesserae_session")
+    form = c.get("/ui/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf, form.text
+    return c.post("/ui/login", data={"token": token, "next": next, "csrf": csrf.group(1)})
 
 
 def login(page: Any, url: str, token: str, path: str = "/ui/cluster") -> None:

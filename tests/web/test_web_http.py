@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from rt_helpers import Server, kill_jobs, start_server, toy
+
+from conftest import form_login
+from tesserae.web.login_limits import CLIENT_BURST, CLIENT_EVERY, USER_BURST, USER_EVERY
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +28,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def browser_login(s: Server, token: str) -> httpx.Client:
     c = httpx.Client(base_url=s.url, timeout=20.0)
     s.clients.append(c)
-    r = c.post("/ui/login", data={"token": token, "next": "/ui/jobs"})
+    r = form_login(c, token)
     assert r.status_code == 303 and r.headers["location"] == "/ui/jobs", r.text
     cookie = r.headers["set-cookie"]
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and token not in cookie
@@ -36,12 +40,89 @@ def test_login_form_and_bad_tokens(server: Server) -> None:
     r = c.get("/ui/cluster")
     assert r.status_code == 303 and r.headers["location"].startswith("/ui/login?next=/ui/cluster")
     for token, msg in (("tsr_nope", "not valid"), ("", "Enter your token")):
-        r = c.post("/ui/login", data={"token": token})
-        assert r.status_code == 401 and msg in r.text and "set-cookie" not in r.headers
+        r = form_login(c, token)
+        assert r.status_code == 401 and msg in r.text and "tesserae_session" not in r.headers.get("set-cookie", "")
     r = c.post("/ui/login", content=b"token=" + b"x" * 100_000,
                headers={"Content-Type": "application/x-www-form-urlencoded"})
-    assert r.status_code == 401 and "Enter your token" in r.text
+    assert r.status_code == 403 and "expired" in r.text  # an unreadable form carries no CSRF value
     c.close()
+
+
+def test_the_login_form_has_a_csrf_value(server: Server) -> None:
+    """Issue 27, point 4. Before: any site could post a token to /ui/login and log the browser in as that
+    token's user (login CSRF)."""
+    c = httpx.Client(base_url=server.url, timeout=20.0)
+    r = c.post("/ui/login", data={"token": server.admin_token, "next": "/ui/jobs"})  # no form fetched: no cookie
+    assert r.status_code == 403 and "tesserae_session" not in r.headers.get("set-cookie", ""), r.text
+    form = c.get("/ui/login")
+    cookie = form.headers["set-cookie"]
+    assert "tesserae_login=" in cookie and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    r = c.post("/ui/login", data={"token": server.admin_token, "csrf": "0" * 64})
+    assert r.status_code == 403
+    other = httpx.Client(base_url=server.url, timeout=20.0)  # another browser's form value does not do
+    value = re.search(r'name="csrf" value="([^"]+)"', other.get("/ui/login").text).group(1)  # type: ignore[union-attr]
+    assert c.post("/ui/login", data={"token": server.admin_token, "csrf": value}).status_code == 403
+    assert form_login(c, server.admin_token).status_code == 303
+    c.close()
+    other.close()
+
+
+def test_every_response_says_nosniff(server: Server) -> None:
+    """Issue 27, point 4. Before: logs (the job's own bytes, as text/plain) and the API's answers came without
+    X-Content-Type-Options, so a browser could sniff a log as HTML or script."""
+    job = server.submit(["echo '<html><script>alert(1)</script>'"], shell=True)
+    server.wait_state(job, "completed")
+    admin, anon = server.client(), httpx.Client(base_url=server.url, timeout=20.0)
+    answers = [admin.get(f"/v1/jobs/{job}/logs"), admin.get("/v1/jobs"), admin.get("/v1/jobs/999999"),
+               admin.get("/metrics"), anon.get("/healthz"), anon.get("/openapi.json"), anon.get("/docs"),
+               anon.get("/v1/jobs"), anon.get("/ui/login"), anon.get("/ui/cluster"), anon.get("/ui/static/ui.js"),
+               admin.post("/v1/jobs", json={"gpus": "x"}), admin.post("/v1/jobs", content=b"x" * (2 << 20)),
+               anon.get("/no/such/page")]
+    assert "<script>" in answers[0].text
+    for r in answers:
+        assert r.headers.get("x-content-type-options") == "nosniff", (r.request.url, r.status_code)
+    anon.close()
+
+
+def test_the_dashboards_integers_are_bounded(server: Server) -> None:
+    c = browser_login(server, server.admin_token)
+    csrf = re.search(r'name="csrf" value="([^"]+)"', c.get("/ui/cluster").text).group(1)  # type: ignore[union-attr]
+    for value in (str(2**63), str(2**64), str(10**26), "-1"):
+        for method, path, params in (("GET", f"/ui/jobs/{value}/log", {}), ("GET", "/ui/jobs/1/log", {"offset": value}),
+                                     ("POST", f"/ui/jobs/{value}/cancel", {}), ("GET", f"/ui/jobs/{value}", {})):
+            if params.get("offset") == "-1":
+                continue  # -1 is the tail of the log
+            r = c.request(method, path, params=params, data={"csrf": csrf} if method == "POST" else None)
+            assert 400 <= r.status_code < 500, (method, path, params, r.status_code)
+
+
+def test_logins_are_limited_per_user_and_per_client(tmp_path: Path) -> None:
+    """Issue 27, point 4. Before: 10,001 logins by one user in 26 s ended the admin's session (one global list
+    of sessions), and 291 bad logins a second went through."""
+    s = start_server(tmp_path / "state", gpus=1, policy="fifo")
+    try:
+        admin = browser_login(s, s.admin_token)
+        alice = s.client().post("/v1/tokens", json={"user": "alice"}).json()["token"]
+        c = httpx.Client(base_url=s.url, timeout=20.0)
+        start, codes = time.monotonic(), []
+        while 429 not in codes and len(codes) < 60:
+            codes.append(form_login(c, alice).status_code)
+        r = form_login(c, alice)
+        assert r.status_code == 429 and "Too many logins as alice" in r.text, r.text
+        assert 1 <= int(r.headers["retry-after"]) <= USER_EVERY + 1
+        assert codes.count(303) <= USER_BURST + (time.monotonic() - start) / USER_EVERY + 1, codes
+        assert admin.get("/ui/jobs").status_code == 200  # alice's logins left the admin's session alone
+        codes = []
+        while 429 not in codes and len(codes) < 120:
+            codes.append(form_login(c, "tsr_wrong").status_code)
+        r = form_login(c, s.admin_token)
+        assert r.status_code == 429 and "from this address" in r.text and int(r.headers["retry-after"]) >= 1
+        assert codes.count(401) <= CLIENT_BURST + (time.monotonic() - start) / CLIENT_EVERY + 1, codes
+        assert admin.get("/ui/jobs").status_code == 200
+        c.close()
+    finally:
+        s.stop()
+        kill_jobs(s.state)
 
 
 def test_pages_escape_names_and_errors_are_pages(server: Server) -> None:

@@ -9,6 +9,8 @@ from pathlib import Path
 import httpx
 from rt_helpers import kill_jobs, start_server, toy, wait_for
 
+from conftest import form_login
+
 CONFIG = """\
 queues:
   - name: research
@@ -34,7 +36,7 @@ def test_queue_page_shows_tenant_queue_reason_and_prediction(tmp_path: Path) -> 
                  and s.job(waiting).get("predicted_start"), what="the queue's pending reason and a predicted start")
         view = s.job(waiting)
         c = httpx.Client(base_url=s.url, timeout=20.0)
-        r = c.post("/ui/login", data={"token": s.admin_token, "next": "/ui/queue"})
+        r = form_login(c, s.admin_token, "/ui/queue")
         assert r.status_code == 303, r.text
         page = c.get("/ui/queue").text
         c.close()

@@ -14,6 +14,7 @@ from tesserae.core.errors import InputError
 from tesserae.web.cluster_pages import grid, queue_rows, running_jobs
 from tesserae.web.extra_api import usage_series
 from tesserae.web.job_pages import filter_jobs, run_timeline
+from tesserae.web.login_limits import Buckets, retry_after
 from tesserae.web.report import comparison, render, write_report
 from tesserae.web.results import explain, find_runs, read_jobs
 from tesserae.web.session import Sessions, safe_next
@@ -96,15 +97,43 @@ def test_queue_rows_show_optional_columns_only_when_the_api_has_them() -> None:
 
 def test_sessions_expire_and_evict() -> None:
     s = Sessions(idle_seconds=1000, max_sessions=2)
-    a, b, c = s.create("t1"), s.create("t2"), s.create("t3")
+    a, b, c = s.create("t1", "u1"), s.create("t2", "u2"), s.create("t3", "u3")
     assert s.get(a) is None and s.get(b).token == "t2" and s.get(c).token == "t3"
     s.drop(b)
-    assert s.get(b) is None
+    assert s.get(b) is None and s.count("u2") == 0
     expired = Sessions(idle_seconds=-1)
-    assert expired.get(expired.create("t")) is None
+    assert expired.get(expired.create("t", "u")) is None
     assert safe_next("/ui/jobs/3") == "/ui/jobs/3"
     for bad in ("https://evil.example/", "//evil.example", "/ui/\\x", None, "/docs"):
         assert safe_next(bad) == "/ui/cluster"
+
+
+def test_one_users_logins_evict_only_that_users_sessions() -> None:
+    """Issue 27, point 4. Before: one global list, oldest dropped first: 10,001 logins by one user ended
+    every other user's session."""
+    s = Sessions(idle_seconds=1000, max_sessions=40, per_user=5)
+    admin = s.create("admin-token", "admin")
+    others = [s.create(f"t{i}", f"user{i}") for i in range(30)]
+    flood = [s.create("mallory-token", "mallory") for _ in range(10_001)]
+    assert s.get(admin) is not None and all(s.get(sid) is not None for sid in others)
+    assert s.count("mallory") == 5 and [s.get(sid) is not None for sid in flood[-5:]] == [True] * 5
+    assert s.get(flood[0]) is None
+    # Past the cap on all sessions, the user holding the most loses their least recently used one.
+    s.get(flood[-5])
+    extra = [s.create(f"x{i}", f"extra{i}") for i in range(6)]  # 42 sessions: two too many
+    assert s.get(admin) is not None and all(s.get(sid) is not None for sid in others + extra)
+    assert s.count("mallory") == 3 and s.get(flood[-5]) is not None and s.get(flood[-4]) is None
+
+
+def test_login_buckets_allow_a_burst_then_a_rate_and_say_how_long_to_wait() -> None:
+    b = Buckets(3, 2.0, max_keys=2)
+    assert [b.take("a", 100.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert b.take("a", 100.0) == pytest.approx(2.0) and retry_after(0.3) == "1" and retry_after(2.01) == "3"
+    assert b.take("b", 100.0) == 0.0  # another key is not limited by the first
+    assert b.take("a", 101.0) == pytest.approx(1.0)  # half a token came back; still none to take
+    assert b.take("a", 104.0) == 0.0
+    b.take("c", 104.0)  # at most two keys: the least recently used ("b") is forgotten, at full burst again
+    assert [b.take("b", 104.0) for _ in range(3)] == [0.0, 0.0, 0.0]
 
 
 # ----------------------------------------------------------------------------- results viewer

@@ -35,6 +35,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import tesserae
 from tesserae.runtime import pending
 from tesserae.runtime.api_accounting import add_accounting_routes
+from tesserae.runtime.api_headers import SecurityHeaders
 from tesserae.runtime.api_jobs import add_job_routes
 from tesserae.runtime.api_lifecycle import add_lifecycle_routes
 from tesserae.runtime.api_limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyLimit, SafeJSONResponse
@@ -77,6 +78,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
                               "`Authorization: Bearer TOKEN` (`tesserae token create`).",
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
     app.add_middleware(BodyLimit, limit=max_body)
+    app.add_middleware(SecurityHeaders)  # the outermost: on every response, the body limit's 413 included
     bearer = HTTPBearer(auto_error=False, description="A Tesserae token (tsr_...).")
 
     @app.exception_handler(RequestValidationError)

@@ -9,19 +9,21 @@ of each page every few seconds and tails logs, with no full reload.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import quote
 
 import httpx
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from tesserae.runtime.controller import Controller
 from tesserae.web import session as sess
 from tesserae.web.assets import STATIC_DIR, STATIC_URL
+from tesserae.web.login_limits import LoginLimits, retry_after
 from tesserae.web.templating import environment
 
 #: Scripts only from our own files; styles may be inline (the grid's colours); nothing external.
@@ -71,6 +73,9 @@ class Dashboard:
     controller: Controller
     info: dict[str, Any]
     sessions: sess.Sessions = field(default_factory=sess.Sessions)
+    limits: LoginLimits = field(default_factory=LoginLimits)
+    #: Signs the login form's CSRF value (``session.login_csrf``); new at each start.
+    login_key: bytes = field(default_factory=lambda: secrets.token_bytes(32))
     api: ApiClient = field(init=False)
 
     def __post_init__(self) -> None:
@@ -109,6 +114,17 @@ class Dashboard:
         live = request.query_params.get("live") == "1"
         return self.render(f"_{template}" if live else template, v, page=page, **ctx)
 
+    def login_page(self, request: Request, status: int, target: str, message: str | None, *,
+                   retry: float | None = None) -> HTMLResponse:
+        """The login form, with its CSRF value (``session.login_csrf``) and cookie."""
+        nonce = sess.login_nonce(request)
+        response = self.render("login.html", None, status=status, next=target, message=message,
+                               login_csrf=sess.login_csrf(self.login_key, nonce))
+        sess.set_login_cookie(response, request, nonce)
+        if retry is not None:
+            response.headers["Retry-After"] = retry_after(retry)
+        return response
+
     def error(self, v: sess.Visitor | None, status: int, message: str) -> HTMLResponse:
         titles = {401: "Not logged in", 403: "Not yours", 404: "Not found", 409: "Conflict", 422: "Bad request"}
         return self.render("error.html", v, status=status, title=titles.get(status, f"Error {status}"),
@@ -144,24 +160,36 @@ def mount_web(app: FastAPI, controller: Controller, info: dict[str, Any]) -> Das
         return RedirectResponse("/ui/cluster", status_code=307)
 
     @app.get("/ui/login", include_in_schema=False)
-    def login_form(request: Request, next: str | None = None, expired: int = 0) -> Response:
+    def login_form(request: Request, next: str | None = None,
+                   expired: Annotated[int, Query(ge=0, le=1)] = 0) -> Response:
         v = dash.visitor(request)
         if v is not None:
             return RedirectResponse(sess.safe_next(next), status_code=303)
-        return dash.render("login.html", None, next=sess.safe_next(next),
-                           message="Your session ended; log in again." if expired else None)
+        return dash.login_page(request, 200, sess.safe_next(next),
+                               "Your session ended; log in again." if expired else None)
 
     @app.post("/ui/login", include_in_schema=False)
     async def login(request: Request) -> Response:
         form = await sess.read_form(request)
-        token = form.get("token", "").strip()
         target = sess.safe_next(form.get("next"))
+        wait = dash.limits.clients.take(request.client.host if request.client else "")
+        if wait:
+            return dash.login_page(request, 429, target, "Too many login attempts from this address; try again "
+                                   f"in {retry_after(wait)} s.", retry=wait)
+        if not sess.login_csrf_ok(dash.login_key, request, form):
+            return dash.login_page(request, 403, target, "This login form has expired or came from another site: "
+                                   "log in again.")
+        token = form.get("token", "").strip()
         if not token:
-            return dash.render("login.html", None, status=401, next=target, message="Enter your token.")
-        if controller.store.authenticate(token) is None:
-            return dash.render("login.html", None, status=401, next=target,
-                               message="That token is not valid: unknown or revoked.")
-        sid = dash.sessions.create(token)
+            return dash.login_page(request, 401, target, "Enter your token.")
+        who = controller.store.authenticate(token)
+        if who is None:
+            return dash.login_page(request, 401, target, "That token is not valid: unknown or revoked.")
+        wait = dash.limits.users.take(who.user)
+        if wait:
+            return dash.login_page(request, 429, target, f"Too many logins as {who.user}; try again in "
+                                   f"{retry_after(wait)} s.", retry=wait)
+        sid = dash.sessions.create(token, who.user)
         response = RedirectResponse(target, status_code=303)
         sess.set_cookie(response, request, sid)
         return response
