@@ -63,6 +63,13 @@ def test_good_file_builds_the_tree(tmp_path: Path) -> None:
     (GOOD.replace("default_queue: interns", "default_queue: research"), 1, "default_queue", "sub-queues"),
     (GOOD.replace("  - name: nlp\n", "  - name: vision\n"), 12, "queues[2].name", "defined twice"),
     (GOOD.replace("guarantee: 16", "guarantee: {a100: 8}"), 9, "queues[1].guarantee", "'a100' is not in the cluster"),
+    # Issue 27: YAML/JSON booleans are not numbers (before: `weight: true` was stored as 1).
+    (GOOD.replace("weight: 2", "weight: true"), 6, "queues[0].weight", "expected a number, got true"),
+    (GOOD.replace("guarantee: 24", "guarantee: true"), 4, "queues[0].guarantee", "expected a number, got true"),
+    (GOOD.replace("guarantee: 16", "guarantee: {a100: false}"), 9, "queues[1].guarantee",
+     "expected a number, got false"),
+    (GOOD.replace("borrow_limit: 4", "borrow_limit: false"), 5, "queues[0].borrow_limit",
+     "expected a number, got false"),
     ("queues: [\n", 2, None, "not valid YAML"),
     ("pools: []\n", 1, "pools", "unknown key 'pools'"),
 ])

@@ -227,3 +227,11 @@ def test_every_integer_parameter_of_the_schema_is_bounded(shared_server: Server)
     assert shared_server.job(job)["state"] == "queued"  # nothing acted on the job
     shared_server.client().post(f"/v1/jobs/{job}/cancel")
 
+
+def test_a_nul_in_an_env_key_is_not_echoed(shared_server: Server) -> None:
+    """Issue 27, 'smaller'. Before: the 422 named the field with the key as sent, NUL included."""
+    r = _raw_post(shared_server, '{"command": ["true"], "gpus": 1, "env": {"A\\u0000B": "x"}}')
+    assert r.status_code == 422, r.text
+    assert "\\u0000" not in r.text and "\0" not in r.text, r.text
+    assert "NUL" in r.json()["detail"], r.text
+    jsonschema.validate(r.json(), _error_schema(shared_server))

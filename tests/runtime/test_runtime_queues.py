@@ -93,6 +93,10 @@ def test_queues_quotas_reclaim_and_permissions(servers, tmp_path: Path, monkeypa
     assert "only an admin" in one_line_error(run_here(["queue", "set", str(new)], bob_env, monkeypatch, capsys))
     r = s.client().put("/v1/queues", json={"queues": [{"name": "research", "guarantee": 5}]})
     assert r.status_code == 422 and "cluster has 2" in r.json()["detail"]
+    # Issue 27: a boolean is not a number (before: "weight": true was stored as 1).
+    r = s.client().put("/v1/queues", json={"queues": [{"name": "research", "weight": True}, {"name": "prod"}]})
+    assert r.status_code == 422 and "queues[0].weight" in r.json()["detail"], r.text
+    assert "expected a number, got true" in r.json()["detail"]
     r = s.client().put("/v1/queues", json={"queues": [{"name": "research", "guarantee": 1, "users": ["alice"]}]})
     assert r.status_code == 409 and "would have no queue" in r.json()["detail"]
     p = run_here(["queue", "set", str(new)], env, monkeypatch, capsys)

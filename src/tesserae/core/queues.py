@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobStatus
@@ -55,6 +55,15 @@ class QueueEntry(BaseModel):
     policy: Annotated[str, Field(min_length=1, max_length=64)] | None = None
     users: list[Annotated[str, Field(min_length=1, max_length=128)]] = Field(default_factory=list, max_length=10_000)
 
+    @field_validator("guarantee", "borrow_limit", "weight", mode="before")
+    @classmethod
+    def _not_a_bool(cls, value: Any) -> Any:
+        """JSON and YAML ``true``/``false`` are not numbers (pydantic would take them as 1 and 0)."""
+        for v in value.values() if isinstance(value, dict) else (value,):
+            if isinstance(v, bool):
+                raise ValueError(f"expected a number, got {str(v).lower()}")
+        return value
+
 
 class QueueConfig(BaseModel):
     """A whole tenancy configuration: the queues and the queue of jobs that name none."""
@@ -81,7 +90,8 @@ def parse_config(data: Any, *, path: str | None = None, locate: Locator = _no_li
         first = e.errors()[0]
         loc = tuple(first["loc"])
         field = ".".join(str(p) if not isinstance(p, int) else f"[{p}]" for p in loc).replace(".[", "[")
-        msg = f"unknown key '{loc[-1]}'" if first["type"] == "extra_forbidden" else first["msg"]
+        msg = f"unknown key '{loc[-1]}'" if first["type"] == "extra_forbidden" else first["msg"].removeprefix(
+            "Value error, ")
         raise InputError(msg, path=path, line=locate(loc), field=field or None) from None
 
 

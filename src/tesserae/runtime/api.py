@@ -48,10 +48,17 @@ from tesserae.runtime.store import JOB_STATES, Principal
 from tesserae.runtime.tenancy import QueueRefused
 
 
+def _shown(part: object) -> str:
+    """A field name as an error shows it: a control character or lone surrogate in a key the request sent
+    (an env variable's name) is written as an escape, never echoed."""
+    return "".join(ch if ch.isprintable() else f"\\x{ord(ch):02x}" if ord(ch) < 256 else f"\\u{ord(ch):04x}"
+                   for ch in str(part))
+
+
 def _field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     out = []
     for e in exc.errors():
-        loc = [str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path")]
+        loc = [_shown(p) for p in e.get("loc", ()) if p not in ("body", "query", "path")]
         field = ".".join(loc)
         kind = e.get("type", "")
         given = e.get("input")
