@@ -3,8 +3,8 @@
 ``STATE`` is 0700 and its files 0600 (``isolation.secure_state``); ``STATE/server.lock`` is held
 with ``flock`` for the server's life; the store is checked before it is opened
 (``store_integrity.preflight``), ``store.json`` kept up to date, and job ids continue after every
-job folder (``job_ids``); the admin token is created at
-first start (``STATE/admin.token``, mode 0600, written atomically).
+job folder (``job_ids``); the admin token is created at first start (``STATE/admin.token``, mode
+0600, written atomically).
 """
 
 from __future__ import annotations
