@@ -44,8 +44,9 @@ CLUSTER = "64x8"
 
 
 def run_one(trace: str, policy: str, mode: str) -> dict[str, Any]:
+    from tesserae.config import RunSpec
     from tesserae.profiles.default_model import DefaultModel
-    from tesserae.sim.runner import RunSpec, simulate
+    from tesserae.sim.runner import simulate
     from tesserae.traces import load_cluster, read_trace
 
     model = DefaultModel()

@@ -36,8 +36,9 @@ def main() -> None:
         sys.exit(f"needs {trace} (the shared reference data beside the checkout)")
     from pyinstrument import Profiler
 
+    from tesserae.config import RunSpec, parse_run_label
     from tesserae.profiles.loader import load_profile
-    from tesserae.sim.runner import RunSpec, parse_run_label, simulate
+    from tesserae.sim.runner import simulate
     from tesserae.traces import read_trace
     from tesserae.traces.cluster_file import load_cluster
 

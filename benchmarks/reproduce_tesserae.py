@@ -251,14 +251,14 @@ def all_runs(seeds: int) -> list[Run]:
 
 
 def run_spec(run: Run) -> Any:
-    from tesserae.sim.runner import RunSpec
+    from tesserae.config import RunSpec
 
     p = POLICIES[run.policy]
     cfg = next(c for c in configs_of(p, run.cluster, run.cost) if c.name == run.config)
     spec = {**p.spec, **cfg.spec, **cost_models()[run.cost], "round_seconds": ROUND}
     if p.spec.get("packing") and "policy_packing" not in cfg.spec:
         spec["packing"] = True  # the packed policy needs a placement that runs its pairs
-    return RunSpec(**spec)
+    return RunSpec.flat(**spec)
 
 
 _MODELS: dict[str, Any] = {}

@@ -47,10 +47,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from _report import machine
+from tesserae.config import RunSpec
 from tesserae.core.jobs import JobSpec, JobStatus
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.scheduling.tiresias_gittins import GittinsIndex, read_gittins_prior
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 from tesserae.traces import load_cluster, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,7 +95,7 @@ def _spec(run: dict[str, Any], prior: Path) -> RunSpec:
     run = dict(run)
     if run.get("gittins_prior") == "PRIOR":
         run["gittins_prior"] = str(prior)
-    return RunSpec(**run)
+    return RunSpec.flat(**run)
 
 
 def _tasks(large: bool) -> list[Task]:

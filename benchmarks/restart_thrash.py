@@ -30,9 +30,10 @@ from typing import Any
 import numpy as np
 
 from _report import ROOT, machine, today
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.profiles.loader import load_profile
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 from tesserae.traces import generate_workload
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data"

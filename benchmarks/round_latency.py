@@ -113,11 +113,11 @@ def measure(label: str, gpus: int, jobs: int, rounds: int, seed: int, budget_s: 
             profiled: list | None = None, interval: float = 0.001) -> dict:
     """One configuration at one size; with ``profiled`` (a list), each decision after the warm-up runs
     under its own pyinstrument profiler and (session, CPU seconds) is appended to it."""
+    from tesserae.config import RunSpec, build_scheduler, parse_run_label
     from tesserae.core.queues import build_tree, parse_config
     from tesserae.profiles.default_model import DefaultModel
     from tesserae.scheduler import Scheduler
     from tesserae.sim.engine import SimConfig, Simulator
-    from tesserae.sim.runner import RunSpec, build_scheduler, parse_run_label
 
     cluster, specs = build_state(gpus, jobs, rounds, seed, tenants)
     run = parse_run_label(label, RunSpec())
@@ -232,8 +232,8 @@ def plot(rows: list[dict], path: Path) -> None:
 #: innermost step on its stack, so the steps partition the decision's time.
 STEPS = [
     ("policy order and credit", [("order", None), ("credit", None), ("_ran", "scheduler.py"),
-                                 ("held_first", "scheduler.py")]),
-    ("allocator walk", [("_walk", "scheduler.py"), ("walk", "scheduler_queues.py")]),
+                                 ("held_first", "allocator.py")]),
+    ("allocator walk", [("walk", "allocator.py"), ("walk", "scheduler_queues.py")]),
     ("type choice", [("_choose_types", "tesserae.py")]),
     ("packing", [("pack", None)]),
     ("anchored layout", [("_anchored", "_layout.py")]),

@@ -25,8 +25,9 @@ DEFAULT_CONFIGS = ["fifo:consolidated", "tiresias-las:consolidated", "tiresias-l
 
 def run_one(label: str, cluster: str, trace: str) -> dict:
     """Runs in the child process: one simulation, returns its figures."""
+    from tesserae.config import RunSpec, parse_run_label
     from tesserae.profiles.loader import load_profile
-    from tesserae.sim.runner import RunSpec, parse_run_label, simulate
+    from tesserae.sim.runner import simulate
     from tesserae.traces import read_trace
     from tesserae.traces.cluster_file import load_cluster
 

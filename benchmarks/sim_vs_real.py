@@ -33,12 +33,13 @@ from typing import Any
 import httpx
 
 from _report import ROOT, machine, today, update_section
+from tesserae.core.throughput import ThroughputModel
 
 TOY = ROOT / "examples" / "toy_trainer.py"
 PY = sys.executable
 
 
-class ToyModel:
+class ToyModel(ThroughputModel):
     """Throughput of toy jobs: 1 / (seconds per iteration), whatever the placement. Not a measurement
     of a GPU: the toy job's own, known, iteration time."""
 
@@ -177,9 +178,10 @@ def measured_overheads(state: Path) -> list[float]:
 
 def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Namespace, overhead: float
             ) -> tuple[dict[int, float], int]:
+    from tesserae.config import RunSpec
     from tesserae.core.jobs import JobSpec
     from tesserae.runtime.gpus import machine_cluster, virtual_gpus
-    from tesserae.sim.runner import RunSpec, simulate
+    from tesserae.sim.runner import simulate
 
     model = ToyModel(args.spi)
     cluster, _ = machine_cluster(virtual_gpus(args.gpus))
@@ -187,8 +189,8 @@ def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Nam
     specs = [JobSpec(j["id"], real[j["id"]]["submit_time"] - first, j["gpus"], "toy", float(j["iterations"]),
                      j["iterations"] * args.spi) for j in jobs]
     queues = tuple(float(x) for x in args.queues.split(",")) if args.queues else None
-    run = RunSpec(policy=args.policy, placement=args.placement, round_seconds=args.round_seconds,
-                  restart_overhead=overhead, event_driven=args.event_driven, queues=queues)
+    run = RunSpec.flat(policy=args.policy, placement=args.placement, round_seconds=args.round_seconds,
+                       restart_overhead=overhead, event_driven=args.event_driven, queues=queues)
     result, _ = simulate(specs, cluster, model, run)
     t = result.table
     return {int(t.job_id[r]): float(t.finish[r] - t.submit[r]) for r in range(t.n)}, int(t.preemptions.sum())

@@ -96,8 +96,8 @@ def test_shell_completion_is_on_and_completes_names(monkeypatch: pytest.MonkeyPa
 
 
 def test_server_lists_only_the_policies_it_accepts() -> None:
+    from tesserae.config import RunSpec
     from tesserae.runtime.server import check_policy
-    from tesserae.sim.runner import RunSpec
 
     with pytest.raises(InputError) as info:
         check_policy(RunSpec(policy="nosuch"))

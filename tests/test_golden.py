@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import pytest
 
+from tesserae.config import RunSpec, parse_run_label
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.profiles.default_model import DefaultModel
-from tesserae.sim.runner import RunSpec, parse_run_label, simulate
+from tesserae.sim.runner import simulate
 from tesserae.traces import generate_workload
 
 GOLDEN = {

@@ -7,10 +7,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import CheckingScheduler, job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.engine import SimConfig, Simulator
-from tesserae.sim.runner import RunSpec, build_scheduler, simulate
+from tesserae.sim.runner import simulate
 
 POLICIES = ["fifo", "srtf", "las"]
 PLACEMENTS = ["first-fit", "consolidated"]

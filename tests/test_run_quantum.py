@@ -10,14 +10,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import CheckingScheduler, job
+from tesserae.allocator import Allocator
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.profiles.default_model import DefaultModel
-from tesserae.scheduler import held_first
 from tesserae.sim.engine import SimConfig, Simulator
-from tesserae.sim.runner import RunSpec, build_scheduler, simulate
+from tesserae.sim.runner import simulate
 
 TIME_SLICING = ["las", "tiresias-las", "tiresias-gittins", "themis", "gavel-maxmin", "gavel-fifo"]
 
@@ -94,9 +95,9 @@ def test_held_jobs_go_first_in_their_order() -> None:
     table.hold_until[[1, 3]] = 50.0
     previous = {r: Assignment(r, (r,)) for r in (0, 1, 3)}
     order = np.array([4, 3, 2, 0], dtype=np.int64)  # a policy that left row 1 out (Gavel orders only whom it runs)
-    assert held_first(order, table, previous, 10.0).tolist() == [3, 1, 4, 2, 0]
-    assert held_first(order, table, previous, 50.0).tolist() == order.tolist(), "the quantum has ended"
-    assert held_first(order, table, {}, 10.0).tolist() == order.tolist()
+    assert Allocator(table, previous, 10.0, False).held_first(order).tolist() == [3, 1, 4, 2, 0]
+    assert Allocator(table, previous, 50.0, False).held_first(order).tolist() == order.tolist(), "quantum ended"
+    assert Allocator(table, {}, 10.0, False).held_first(order).tolist() == order.tolist()
 
 
 workloads = st.lists(

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from helpers import job
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 
 # Two nodes of 4 GPUs. J0 (6 GPUs, 100 s) takes one whole node and 2 GPUs of the other. J1 (4 GPUs)
 # cannot fit beside it; J2 (2 GPUs, 30 s) can. No restart overhead, 10 s rounds, arrivals on the grid.

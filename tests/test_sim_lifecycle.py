@@ -10,12 +10,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import Controls, JobSpec, JobStatus, Outcome
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 from tesserae.traces.canonical import read_canonical, write_canonical
 
 
@@ -36,7 +37,7 @@ JOBS = [job(0, 100, time_limit=40.0), job(1, 50, failures=2, fail_after=10.0, re
 
 
 def _run(jobs: list[JobSpec], **kw: object) -> tuple[dict[int, dict], dict]:
-    run = RunSpec(policy="fifo", round_seconds=1000, restart_overhead=0, event_driven=True, **kw)  # type: ignore
+    run = RunSpec.flat(policy="fifo", round_seconds=1000, restart_overhead=0, event_driven=True, **kw)  # type: ignore
     result, summary = simulate(jobs, parse_cluster_spec("1x4"), DefaultModel(), run)
     return {r["job_id"]: r for r in job_records(result)}, summary
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.profiles.default_model import DefaultModel
-from tesserae.sim.runner import RunSpec
 from tesserae.sim.sweep import SweepPoint, run_sweep
 from tesserae.sim.workload import WorkloadSpec
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
+
 from tesserae.core.errors import InputError
 
 
@@ -16,3 +20,25 @@ def parse_queues(text: str | None) -> tuple[float, ...] | None:
     if not values or any(v <= 0 for v in values) or list(values) != sorted(values):
         raise InputError(f"'{text}' must be positive, increasing thresholds", field="queues")
     return values
+
+
+def parse_plugin_options(values: list[str] | None, flag: str) -> dict[str, str]:
+    """``--policy-opt KEY=VALUE`` (repeated) as a dict; the plug-in validates each value by its type."""
+    out: dict[str, str] = {}
+    for item in values or []:
+        key, eq, value = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise InputError(f"'{item}' is not KEY=VALUE", field=flag)
+        if key in out:
+            raise InputError(f"option '{key}' is given twice", field=flag)
+        out[key] = value.strip()
+    return out
+
+
+PolicyOptionsOpt = Annotated[list[str] | None, typer.Option(
+    "--policy-opt", metavar="KEY=VALUE", help="An option of the policy (repeatable); POLICY.KEY=VALUE gives it "
+    "only to that policy's runs. 'tesserae plugins' lists every policy's options.")]
+PlacementOptionsOpt = Annotated[list[str] | None, typer.Option(
+    "--placement-opt", metavar="KEY=VALUE", help="An option of the placement (repeatable); PLACEMENT.KEY=VALUE "
+    "gives it only to that placement's runs. 'tesserae plugins' lists every placement's options.")]

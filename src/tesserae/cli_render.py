@@ -10,12 +10,17 @@ percentage. Never JSON inside a cell, and never Rich markup: a trace's strings a
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from rich.console import RenderableType
+from rich.console import Console, RenderableType
 from rich.table import Table
 from rich.text import Text
+
+# Wide tables when output is piped (Rich would fall back to 80 columns and wrap every cell).
+console = Console(width=None if sys.stdout.isatty() else 160)
+err = Console(stderr=True)
 
 #: Keys whose values are fractions of a whole, shown as percentages.
 PERCENT_KEYS = frozenset({"share"})

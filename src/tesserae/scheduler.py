@@ -4,7 +4,9 @@ The scheduler is deterministic: the same table state, time and previous plan giv
 It keeps no wall clock and no global state; the simulator and the runtime both call ``decide``.
 
 Minimum run quantum: a running job whose ``hold_until`` (set by the driver when it (re)started the
-job) lies in the future goes ahead of the policy's order, so it keeps its GPUs whatever its priority.
+job) lies in the future goes ahead of the policy's order, so it keeps its GPUs whatever its priority
+(``Allocator.held_first``). The walk of the order, or of each tenant queue's rows
+(``scheduler_queues``), is the allocator's (``tesserae.allocator``).
 """
 
 from __future__ import annotations
@@ -15,13 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.allocator import Allocator
 from tesserae.core.advice import TYPE_ADVICE, Advice, AdviceKind, Ran, RanReport, describe, unmet_advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
-from tesserae.placement.base import PlacementPolicy, RoundPlacer
+from tesserae.placement.base import PlacementPolicy, Replayable, RoundPlacer
 from tesserae.scheduler_queues import QueueStep
 from tesserae.scheduling.base import SchedulingPolicy
 
@@ -69,14 +72,15 @@ class Scheduler:
         """Who runs where until the next decision, for the ``active`` (submitted, unfinished) rows."""
         if self._last:
             self.policy.credit(self._ran(now, table))
-        order = held_first(self.policy.order(table, active, now), table, previous, now)
+        allocator = Allocator(table, previous, now, self.config.no_backfill)
+        order = allocator.held_first(self.policy.order(table, active, now))
         self.last_order = order
         advice = self.policy.advice(order)
         # Tenant queues re-divide the cluster every decision (budgets move with time), so a decision
         # with queues is never replayed.
         assignments = self._unchanged(table, order, advice, previous) if self.queues is None else None
         if assignments is None:
-            assignments = self._place(now, table, order, advice, previous)
+            assignments = self._place(allocator, table, order, advice, previous)
         pairs = sorted([(r, p) for r, a in assignments.items() if (p := a.partner) is not None and r < p])
         if self.policy.credits_what_ran:
             self._remember(now, table, assignments)
@@ -85,41 +89,22 @@ class Scheduler:
             self.queues.observe(now, table, active, order, plan.assignments, plan.stopped)
         return plan
 
-    def _place(self, now: float, table: JobTable, order: np.ndarray, advice: Advice,
+    def _place(self, allocator: Allocator, table: JobTable, order: np.ndarray, advice: Advice,
                previous: Mapping[int, Assignment]) -> dict[int, Assignment]:
         """Allocate gangs in priority order (inside each tenant queue's budget), pack, lay out."""
         placer = self.placement.begin(self.cluster, table, previous, self.model, advice)
         if self.queues is not None and self.queues.enforce:
-            self.last_order = self.queues.walk(placer, table, order, previous, self.config.no_backfill,
-                                               lambda prefix: self._keep_running_prefix(placer, prefix, previous),
-                                               now)
+            self.last_order = self.queues.walk(allocator, placer, order)
         else:
-            self._walk(placer, table.num_gpus[order], order, previous)
+            allocator.walk(placer, order)
         return self._finish(table, order, placer, advice, previous)
-
-    def _walk(self, placer: RoundPlacer, gangs: np.ndarray, order: np.ndarray,
-              previous: Mapping[int, Assignment]) -> None:
-        """The allocator: admit each gang in ``order`` that fits (skip and continue, or stop: no backfill)."""
-        no_backfill = self.config.no_backfill
-        start = self._keep_running_prefix(placer, order, previous)
-        if placer.admits_in_bulk and not no_backfill:
-            placer.admit_in_order(order[start:])
-            return
-        # Smallest gang at or after each position: the walk ends once nothing behind can fit.
-        suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
-        for i, row in enumerate(order[start:].tolist(), start):
-            free = placer.free
-            if suffix_min[i] > free:
-                break
-            if (gangs[i] > free or not placer.try_admit(row)) and no_backfill:
-                break
 
     def _finish(self, table: JobTable, order: np.ndarray, placer: RoundPlacer, advice: Advice,
                 previous: Mapping[int, Assignment]) -> dict[int, Assignment]:
         # Packing pairs jobs that did not fit with admitted ones (the partners share their hosts' GPUs).
         placer.pack(advice.pack_candidates())
         assignments = placer.finish()
-        if self.placement.replays_unchanged:
+        if isinstance(self.placement, Replayable):
             self._last_placed = (table, order.copy(), dict(previous), assignments)
         return assignments
 
@@ -127,7 +112,7 @@ class Scheduler:
                    ) -> dict[int, Assignment] | None:
         """The last decision's assignments when nothing the placement reads has changed since, else None.
 
-        A placement with ``replays_unchanged`` is a function of the order, the advice, the previous
+        A ``Replayable`` placement is a function of the order, the advice, the previous
         assignments and the rows' job classes (fixed per row): with the same order, advice that is
         the order alone, and the same previous assignments as the last time it ran, it would
         compute the same assignments again. Its per-round statistics are repeated instead.
@@ -158,42 +143,11 @@ class Scheduler:
                           seconds * int(table.num_gpus[r]))
         return RanReport(self._last_time, now, jobs)
 
-    @staticmethod
-    def _keep_running_prefix(placer: RoundPlacer, order: np.ndarray, previous: Mapping[int, Assignment]) -> int:
-        """Admit in bulk the leading run of ``order`` that ran last round, where the placer can.
-
-        Until the first new job in priority order nothing can have taken a running job's GPUs, so a
-        placer that keeps running jobs in place admits that whole prefix exactly as one by one.
-        """
-        if not placer.keeps_running_in_bulk or not previous or order.size == 0:
-            return 0
-        prev_rows = np.fromiter(previous, dtype=np.int64, count=len(previous))
-        ran = np.isin(order, prev_rows)
-        n = int(order.size if ran.all() else np.argmin(ran))
-        return placer.keep_running(order[:n]) if n else 0
-
     def summary(self) -> dict[str, Any]:
         out = {**self.policy.summary(), **self.placement.summary()}
         if self.queues is not None:
             out.update(self.queues.summary())
         return out
-
-
-def held_first(order: np.ndarray, table: JobTable, previous: Mapping[int, Assignment], now: float) -> np.ndarray:
-    """``order`` with the running jobs inside their minimum run quantum moved to the front.
-
-    They keep their relative order; held jobs the policy left out (Gavel orders only whom it runs)
-    follow them in the previous plan's order. They all ran last round, so their gangs fit.
-    """
-    if not previous:
-        return order
-    prev = np.fromiter(previous, dtype=np.int64, count=len(previous))
-    held = prev[table.hold_until[prev] > now + 1e-9]
-    if held.size == 0:
-        return order
-    ordered = np.isin(order, held)
-    left_out = held[~np.isin(held, order)]
-    return np.concatenate([order[ordered], left_out, order[~ordered]])
 
 
 def _suggest(missing: AdviceKind) -> str:

@@ -1,7 +1,8 @@
 """The queue level of a decision (DESIGN §8): GPUs per tenant queue, then who runs inside each.
 
-``QueueStep.walk`` replaces the scheduler's single walk down the policy's order when tenant queues
-are configured:
+``QueueStep.walk`` replaces the allocator's single walk down the policy's order when tenant queues
+are configured (it calls the same ``tesserae.allocator.Allocator`` for the previous round's facts
+and the bulk admission of kept jobs):
 
 1. Rows are grouped by leaf queue; inside a queue, running production jobs come first (they are
    never preempted), then production, normal and preemptible jobs, each in the queue policy's
@@ -29,14 +30,16 @@ its queue's order, and is stopped). Deterministic: no wall clock, ties broken by
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from tesserae.allocator import Allocator
 from tesserae.core.jobs import JobStatus, JobTable
 from tesserae.core.plan import Assignment
 from tesserae.core.queues import QueueTree, RowQueues
+from tesserae.placement.base import RoundPlacer
 from tesserae.scheduling.quota import queue_budgets
 
 #: Why a row did not run, as ``QueueStep.reason`` words it (index = code).
@@ -95,31 +98,31 @@ class QueueStep:
         self._borrowed_prev = np.empty(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ the walk
-    def _leaf_order(self, table: JobTable, order: np.ndarray, previous: Mapping[int, Assignment], now: float
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Rows grouped by leaf in each queue's own order; their leaf, class rank and gang.
+    def _leaf_order(self, alloc: Allocator, order: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Rows grouped by leaf in each queue's own order; their leaf, class rank, gang, whether each ran
+        last round and whether it is held (inside its minimum run quantum).
 
-        Pinned first: running production jobs, and running jobs inside their minimum run quantum.
+        Pinned first: running production jobs, and held jobs.
         """
+        table = alloc.table
         leaf_of, cls_of = self.rows(table)
         rows = np.asarray(order, dtype=np.int64)
         leaf, cls = leaf_of[rows], cls_of[rows]
-        pinned = np.zeros(rows.size, dtype=bool)
-        if previous:
-            prev = np.fromiter(previous, dtype=np.int64, count=len(previous))
-            pinned = np.isin(rows, prev) & ((cls == 0) | (table.hold_until[rows] > now + 1e-9))
+        ran, held = alloc.ran_last(rows), alloc.is_held(rows)
+        pinned = (ran & (cls == 0)) | held
         idx = np.lexsort((np.arange(rows.size), cls, ~pinned, leaf))
-        return rows[idx], leaf[idx], cls[idx], table.num_gpus[rows[idx]]
+        return rows[idx], leaf[idx], cls[idx], table.num_gpus[rows[idx]], ran[idx], held[idx]
 
-    def walk(self, placer: Any, table: JobTable, order: np.ndarray, previous: Mapping[int, Assignment],
-             no_backfill: bool, keep_prefix: Callable[[np.ndarray], int], now: float = 0.0) -> np.ndarray:
+    def walk(self, alloc: Allocator, placer: RoundPlacer, order: np.ndarray) -> np.ndarray:
         """Admit rows through ``placer.try_admit`` queue by queue; returns the merged order.
 
         Running jobs inside their minimum run quantum (``hold_until``) keep their GPUs even beyond
         their queue's budget: they rank first in their queue, so a reclaim takes the queue's other
         jobs, and waits for a quantum to end only when none is left to take.
         """
-        rows, leaf, cls, gang = self._leaf_order(table, order, previous, now)
+        no_backfill = alloc.no_backfill
+        rows, leaf, cls, gang, ran, held = self._leaf_order(alloc, order)
         n = rows.size
         g_leaf = self._leaf_guarantee
         cum = grouped_cumsum(gang, leaf)
@@ -137,11 +140,7 @@ class QueueStep:
         value = np.where(over, (cum - b_row) / self.tree.weight[self._leaf_nodes][leaf], cum / np.maximum(b_row, 1))
         # Rows that ran last round and fit their budget whatever else happens go first: they are
         # admitted in any case, and first they keep their GPUs (and admit in bulk where the placer can).
-        keep = np.zeros(n, dtype=bool)
-        if previous and n:
-            prev = np.fromiter(previous, dtype=np.int64, count=len(previous))
-            ran = np.isin(rows, prev)
-            keep = ran & ((~over & ~prod_out) | (table.hold_until[rows] > now + 1e-9))
+        keep = (ran & ~over & ~prod_out) | held
         m = np.lexsort((np.arange(n), leaf, value, over, ~keep))
         rows, leaf, cls, gang, over, prod_out = rows[m], leaf[m], cls[m], gang[m], over[m], prod_out[m]
         admitted = np.zeros(n, dtype=bool)
@@ -149,7 +148,7 @@ class QueueStep:
         prod_left = g_leaf.astype(np.int64).tolist()
         k = int(keep.sum())
         if k:
-            bulk = keep_prefix(rows[:k])
+            bulk = alloc.keep_running_prefix(placer, rows[:k])
             admitted[:bulk] = True
             for i in range(bulk, k):  # a placer without bulk admission: one by one
                 admitted[i] = placer.try_admit(int(rows[i]))

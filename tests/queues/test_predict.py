@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobStatus, JobTable
 from tesserae.core.plan import Assignment
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.engine import SimConfig
 from tesserae.sim.predict import Snapshot, expected_remaining, predict
-from tesserae.sim.runner import RunSpec, build_scheduler
 
 
 def live_state(policy: str = "fifo"):

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.queues import build_tree, parse_config
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.scheduling.quota import queue_budgets, split, water_fill
-from tesserae.sim.runner import RunSpec, build_scheduler
 
 
 def tree_of(*queues: dict, gpus: int = 16):

@@ -15,6 +15,7 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
@@ -23,7 +24,6 @@ from tesserae.profiles.default_model import DefaultModel
 from tesserae.scheduler import Scheduler
 from tesserae.sim.engine import SimConfig, Simulator
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, build_scheduler
 
 
 class Checked(Scheduler):

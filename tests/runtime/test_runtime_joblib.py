@@ -238,11 +238,11 @@ def test_pytorch_example_preempts_and_resumes_on_cpu(tmp_path: Path) -> None:
 
 def test_the_controller_table_keeps_its_identity_as_jobs_arrive(tmp_path: Path) -> None:
     """Per-table policy state (Tiresias' queues) must survive from round to round, as in the simulator."""
+    from tesserae.config import RunSpec, build_scheduler
     from tesserae.core.jobs import JobSpec
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime.controller import Controller
     from tesserae.runtime.local_executor import LocalExecutor
-    from tesserae.sim.runner import RunSpec, build_scheduler
 
     cluster, gpus = machine_cluster(virtual_gpus(2))
     store = Store(tmp_path / "t.db")

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import Cluster, parse_cluster_spec
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
@@ -13,7 +14,6 @@ from tesserae.core.throughput import ThroughputModel
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.profiles.table_model import TableModel
 from tesserae.scheduler import Scheduler
-from tesserae.sim.runner import RunSpec, build_scheduler
 
 
 def spec(job_id: int, gpus: int, job_type: str = "resnet50", work: float = 1000.0, submit: float = 0.0

@@ -14,19 +14,21 @@ from hypothesis import strategies as st
 from tess_support import CheckingScheduler, toy_model
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler, parse_run_label
 from tesserae.core.advice import Advice, AdviceKind, Ran, RanReport, unmet_advice
 from tesserae.core.cluster import Cluster, parse_cluster_spec
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment
+from tesserae.core.plugins import RunContext
 from tesserae.core.throughput import ThroughputModel
-from tesserae.placement.base import PlacementPolicy, RoundPlacer, make_placement
+from tesserae.placement.base import PlacementPolicy, PooledPlacer, RoundPlacer, make_placement
 from tesserae.placement.first_fit import lowest_free_nodes
 from tesserae.profiles.table_model import TableModel
 from tesserae.scheduler import Scheduler
 from tesserae.scheduling.gavel_maxmin import GavelMaxMin
 from tesserae.sim.engine import SimConfig, Simulator
-from tesserae.sim.runner import RunSpec, build_scheduler, parse_run_label, simulate
+from tesserae.sim.runner import simulate
 
 MIXED = "2x1:k80,2x1:v100"
 TWO_TYPES = TableModel(
@@ -62,7 +64,8 @@ def test_packed_policy_needs_a_placement_that_runs_its_pairs() -> None:
         Scheduler(cluster, GavelMaxMin(packing=True), make_placement("tesserae"), TWO_TYPES)
     with pytest.raises(InputError, match="pairs on shared GPUs"):
         Scheduler(cluster, GavelMaxMin(packing=True), make_placement("gavel"), TWO_TYPES)
-    Scheduler(cluster, GavelMaxMin(packing=True), make_placement("tesserae", packing=True), TWO_TYPES)
+    Scheduler(cluster, GavelMaxMin(packing=True), make_placement("tesserae", context=RunContext(packing=True)),
+              TWO_TYPES)
 
 
 def test_sound_combinations_are_accepted() -> None:
@@ -96,7 +99,7 @@ class OtherType(PlacementPolicy):
         return _OtherTypePlacer(cluster, table, previous, model, advice)
 
 
-class _OtherTypePlacer(RoundPlacer):
+class _OtherTypePlacer(PooledPlacer):
     def try_admit(self, row: int) -> bool:
         t = 1 - self.advice.gpu_type[row]
         nodes = np.flatnonzero(self.cluster.node_type == t)
@@ -219,7 +222,7 @@ def test_run_labels_carry_the_plain_policy_and_the_ablations() -> None:
     assert run.packing and run.policy_packing is False and not run.policy_packs
     assert run.label == "gavel-maxmin(plain):tesserae+packing"
     assert parse_run_label(run.label, RunSpec()) == run
-    assert RunSpec(placement="tesserae", type_matching=False).label == "fifo:tesserae[no-type-matching]"
+    assert RunSpec.flat(placement="tesserae", type_matching=False).label == "fifo:tesserae[no-type-matching]"
     with pytest.raises(InputError, match="unknown modifier"):
         parse_run_label("las(fast):tesserae", RunSpec())
 

@@ -7,6 +7,7 @@ import pytest
 from tess_support import toy_model
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.advice import Ran, RanReport
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
@@ -17,7 +18,7 @@ from tesserae.scheduling._gavel_rounds import GavelRounds, Unit
 from tesserae.scheduling.gavel_fifo import GavelFifo
 from tesserae.scheduling.gavel_maxmin import GavelMaxMin
 from tesserae.sim.engine import SimConfig, Simulator
-from tesserae.sim.runner import RunSpec, build_scheduler, simulate
+from tesserae.sim.runner import simulate
 
 TWO_TYPES = TableModel(
     name="two-types", reference_gpu_type="v100",

@@ -16,12 +16,26 @@ import pytest
 from scipy.optimize import linprog
 from scipy.sparse import csr_matrix
 
+from tesserae.config import RunSpec, build_scheduler, parse_run_label
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.placement import _packing
+from tesserae.placement.tesserae import TesseraePlacer
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.engine import SimConfig, Simulator
-from tesserae.sim.runner import RunSpec, build_scheduler, parse_run_label
 from tesserae.traces import generate_workload
+
+
+class Without:
+    """An object seen without some of its optional capabilities (``BulkKeeper``, ``BulkAdmitter``,
+    ``Replayable``): the protocols find no such method, everything else is the object's."""
+
+    def __init__(self, inner: Any, *hidden: str) -> None:
+        self._inner, self._hidden = inner, hidden
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._hidden:
+            raise AttributeError(name)
+        return getattr(self._inner, name)
 
 
 def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndarray, dict[str, Any], int]:
@@ -39,23 +53,23 @@ def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndar
         repeat()
 
     placement.repeat_last_round = counted
-    if switch_off == "skip":
-        placement.replays_unchanged = False
     begin = placement.begin
 
-    def begin_without(*args: Any, **kwargs: Any) -> Any:
-        placer = begin(*args, **kwargs)
+    def begin_without(cl: Any, table: Any, previous: Any, m: Any, advice: Any = None) -> Any:
+        placer = begin(cl, table, previous, m, advice)  # (a new round for the placement's statistics)
+        if switch_off in ("one-type", "walk"):  # the multi-type placer: no bulk walk
+            placer = TesseraePlacer(placement, cl, table, previous, m, advice)
+            placer._one_type = switch_off == "walk"
+            return placer
         if switch_off == "bulk":
-            placer.keeps_running_in_bulk = False
-        if switch_off == "one-type":
-            placer._one_type = False
-        if switch_off == "walk":
-            placer.admits_in_bulk = False
+            return Without(placer, "keep_running")
         if switch_off == "reuse":
             placer.reuse_kept = False
         return placer
 
     placement.begin = begin_without
+    if switch_off == "skip":
+        sched.placement = Without(placement, "repeat_last_round")
     if switch_off == "prune":
         type_placer = placement.type_placer
 

@@ -9,10 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.placement._shares import assign_block, assign_usage, share_weights
 from tesserae.profiles.default_model import DefaultModel
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 from tesserae.traces import generate_workload
 
 L = 300.0

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobSpec
 from tesserae.profiles.colocation import ColocationTable
 from tesserae.profiles.norm_speed import NormSpeedData, norm_speed_model
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 
 # A large job "L" on 2 GPUs: S1 is its best strategy alone (1.0, S2 0.8); next to the small job "s",
 # S1 gives (0.7, 0.6) (gain 0.3) and S2 gives (0.9, 0.7) (gain 0.6, the best pair strategy).
@@ -32,8 +33,8 @@ def test_rate_is_the_rate_of_the_given_strategy() -> None:
 
 def _run(strategy_choice: bool):
     jobs = [JobSpec(0, 0.0, 2, "L", 1000.0), JobSpec(1, 100.0, 2, "s", 1000.0)]
-    run = RunSpec(policy="fifo", placement="tesserae", packing=True, round_seconds=300, restart_overhead=30,
-                  strategy_choice=strategy_choice)
+    run = RunSpec.flat(policy="fifo", placement="tesserae", packing=True, round_seconds=300, restart_overhead=30,
+                       strategy_choice=strategy_choice)
     res, summary = simulate(jobs, parse_cluster_spec("1x2"), MODEL, run)
     return {r["job_id"]: r for r in job_records(res)}, summary
 

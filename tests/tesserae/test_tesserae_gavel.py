@@ -9,15 +9,17 @@ from hypothesis import strategies as st
 from tess_support import CheckingScheduler, decide, spec, toy_model
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobStatus, JobTable
+from tesserae.core.plugins import RunContext
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.profiles.table_model import TableModel
 from tesserae.scheduling.base import make_policy
 from tesserae.scheduling.gavel_maxmin import GavelMaxMin
 from tesserae.scheduling.themis import finish_time_fairness
 from tesserae.sim.engine import SimConfig, Simulator
-from tesserae.sim.runner import RunSpec, build_scheduler, simulate
+from tesserae.sim.runner import simulate
 
 HETERO = TableModel(
     name="hetero-toy", reference_gpu_type="v100",
@@ -30,7 +32,7 @@ HETERO = TableModel(
 
 
 def _policy(cluster: str, model, packing: bool = False) -> GavelMaxMin:
-    p = make_policy("gavel-maxmin", packing=packing)
+    p = make_policy("gavel-maxmin", context=RunContext(round_seconds=360.0, packing=packing))
     assert isinstance(p, GavelMaxMin)
     p.bind(parse_cluster_spec(cluster), model)
     return p

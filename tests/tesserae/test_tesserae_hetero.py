@@ -8,12 +8,12 @@ from hypothesis import strategies as st
 from tess_support import CheckingScheduler, decide, spec
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobStatus
 from tesserae.placement._hetero import assign_types
 from tesserae.profiles.table_model import TableModel
 from tesserae.sim.engine import SimConfig, Simulator
-from tesserae.sim.runner import RunSpec, build_scheduler
 
 # 'fast' runs 10x faster on a v100 than on a k80, 'flat' 1.33x, 'meh' 1.2x. 'k80-oom' cannot run on a k80.
 MODEL = TableModel(

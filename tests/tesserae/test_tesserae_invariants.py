@@ -10,12 +10,13 @@ from hypothesis import strategies as st
 from tess_support import CheckingScheduler
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobStatus
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.engine import SimConfig, Simulator
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, build_scheduler, simulate
+from tesserae.sim.runner import simulate
 from tesserae.traces import generate_workload
 
 workloads = st.lists(

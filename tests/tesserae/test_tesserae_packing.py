@@ -12,12 +12,12 @@ from scipy.optimize import linear_sum_assignment
 from tess_support import CheckingScheduler, decide, spec, toy_model
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.placement import _packing
 from tesserae.profiles.default_model import DefaultModel, DefaultModelConfig
 from tesserae.profiles.norm_speed import load_norm_speed
 from tesserae.sim.engine import SimConfig, Simulator
-from tesserae.sim.runner import RunSpec, build_scheduler
 
 # A toy table: with host A, sharing with B gains 0.3, with C 0.6, with D it does not fit (0.0).
 TOY = toy_model({("A", "B"): (0.7, 0.6), ("A", "C"): (0.8, 0.8), ("A", "D"): (0.0, 0.9),

@@ -11,13 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers import job
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobStatus, JobTable
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.scheduling.base import make_policy
 from tesserae.scheduling.tiresias_gittins import GittinsIndex, TiresiasGittins, read_gittins_prior
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 
 # Toy distribution: job GPU-time S is 100, 200 or 1000 GPU-s, each with probability 1/3; D = 100.
 #   G(0)   = P(S <= 100) / E[min(S, 100)]                     = (1/3) / 100            = 1/300
@@ -165,7 +166,7 @@ def test_prior_file_header_and_errors(tmp_path: Path) -> None:
     f = tmp_path / "prior.csv"
     f.write_text("duration\n100\n\n200,extra\n1000\n")
     assert read_gittins_prior(f).tolist() == [100.0, 200.0, 1000.0]
-    p = make_policy("tiresias-gittins", gittins_prior=str(f), queues=(100.0,), skew_threshold=0.3)
+    p = make_policy("tiresias-gittins", {"gittins_prior": str(f), "queues": (100.0,)})
     assert isinstance(p, TiresiasGittins)
     assert p.summary()["gittins_samples"] == 3 and p.summary()["gittins_quantum"] == 100.0
     bad = tmp_path / "bad.csv"
@@ -221,8 +222,8 @@ def test_gittins_sim_end_to_end(tmp_path: Path) -> None:
     f = tmp_path / "prior.csv"
     f.write_text("\n".join(str(v) for v in TOY) + "\n")
     jobs = [job(0, 0, 1, 400), job(1, 0, 1, 120), job(2, 50, 1, 60)]
-    run = RunSpec(policy="tiresias-gittins", placement="tiresias", round_seconds=50, restart_overhead=0,
-                  queues=(100.0,), gittins_prior=str(f))
+    run = RunSpec.flat(policy="tiresias-gittins", placement="tiresias", round_seconds=50, restart_overhead=0,
+                       queues=(100.0,), gittins_prior=str(f))
     _, summary = simulate(jobs, parse_cluster_spec("1x1"), DefaultModel(), run)
     assert summary["completed"] == 3
     assert summary["gittins_source"].startswith("prior") and summary["demotions"] >= 1

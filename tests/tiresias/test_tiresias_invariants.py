@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import job
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
@@ -23,7 +24,7 @@ from tesserae.scheduler import Scheduler
 from tesserae.scheduling.tiresias_las import TiresiasLas
 from tesserae.sim.engine import SimConfig, Simulator
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, build_scheduler, simulate
+from tesserae.sim.runner import simulate
 
 
 class CheckingScheduler(Scheduler):
@@ -54,8 +55,8 @@ def test_every_job_finishes_and_plans_are_valid(raw, policy, placement, cluster_
     jobs = [job(i, s, g, d, ty) for i, (s, g, d, ty) in enumerate(raw)]
     cluster = parse_cluster_spec(cluster_spec)
     model = DefaultModel()
-    run = RunSpec(policy=policy, placement=placement, round_seconds=60, restart_overhead=5,
-                  event_driven=event, queues=queues, promote_knob=knob)
+    run = RunSpec.flat(policy=policy, placement=placement, round_seconds=60, restart_overhead=5,
+                       event_driven=event, queues=queues, promote_knob=knob)
     inner = build_scheduler(cluster, model, run)
     sched = CheckingScheduler(cluster, inner.policy, inner.placement, model, inner.config)
     res = Simulator(jobs, cluster, sched, SimConfig(round_seconds=60, restart_overhead=5, event_driven=event)).run()
@@ -72,8 +73,8 @@ def test_every_job_finishes_and_plans_are_valid(raw, policy, placement, cluster_
 @given(workloads, st.sampled_from(["tiresias-las", "tiresias-gittins"]), st.booleans())
 def test_deterministic(raw, policy, event):
     jobs = [job(i, s, g, d, ty) for i, (s, g, d, ty) in enumerate(raw)]
-    run = RunSpec(policy=policy, placement="tiresias", round_seconds=60, event_driven=event, promote_knob=1.0,
-                  queues=(500.0,))
+    run = RunSpec.flat(policy=policy, placement="tiresias", round_seconds=60, event_driven=event, promote_knob=1.0,
+                       queues=(500.0,))
     cl = parse_cluster_spec("2x4")
     a, _ = simulate(jobs, cl, DefaultModel(), run)
     b, _ = simulate(jobs, cl, DefaultModel(), run)
@@ -85,7 +86,7 @@ def test_event_driven_decides_at_every_demotion() -> None:
     # 200 and 100 s. With no arrivals or completions before, those must be decision instants.
     jobs = [job(0, 0, 1, 1000), job(1, 0, 2, 1000), job(2, 0, 4, 1000)]
     run = RunSpec(policy="tiresias-las", placement="tiresias", round_seconds=1000, restart_overhead=0,
-                  queues=(400.0,), event_driven=True)
+                  policy_options={"queues": (400.0,)}, event_driven=True)
     res, summary = simulate(jobs, parse_cluster_spec("1x8"), DefaultModel(), run)
     assert {100.0, 200.0, 400.0} <= set(res.timeline["time"].tolist())
     assert summary["demotions"] == 3
@@ -118,7 +119,8 @@ def test_cli_bad_gittins_index_is_one_line_error(tmp_path: Path) -> None:
                         "tiresias-gittins", "--gittins-index", "textbook", "--out", str(tmp_path / "o"), "-q"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2
-    assert "gittins-index" in r.stderr and "tiresias, paper" in r.stderr and "Traceback" not in r.stderr
+    assert "policy 'tiresias-gittins', option 'gittins_index'" in r.stderr and "'tiresias' or 'paper'" in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
 def test_cli_bad_prior_is_one_line_error(tmp_path: Path) -> None:
@@ -137,8 +139,8 @@ def test_all_baselines_on_the_60_job_trace(shared_data: Path) -> None:
     cluster = parse_cluster_spec("15x4")
     for run in [RunSpec(policy="fifo", placement="yarn", no_backfill=True),
                 RunSpec(policy="tiresias-las", placement="tiresias", event_driven=True),
-                RunSpec(policy="tiresias-gittins", placement="tiresias",
-                        gittins_prior=str(shared_data / "tiresias" / "yarn-gput1000.csv"))]:
+                RunSpec.flat(policy="tiresias-gittins", placement="tiresias",
+                             gittins_prior=str(shared_data / "tiresias" / "yarn-gput1000.csv"))]:
         _, s = simulate(specs, cluster, model, run)
         assert s["completed"] == 60
 
@@ -169,8 +171,8 @@ def test_lists_keep_tiresias_order_at_every_decision(raw, placement, event, queu
     jobs = [job(i, s, g, d, ty) for i, (s, g, d, ty) in enumerate(raw)]
     cluster = parse_cluster_spec("2x4")
     model = DefaultModel()
-    run = RunSpec(policy="tiresias-las", placement=placement, round_seconds=60, restart_overhead=5,
-                  event_driven=event, queues=queues, promote_knob=knob)
+    run = RunSpec.flat(policy="tiresias-las", placement=placement, round_seconds=60, restart_overhead=5,
+                       event_driven=event, queues=queues, promote_knob=knob)
     inner = build_scheduler(cluster, model, run)
     policy = ListChecked(queues=queues, promote_knob=knob)
     sched = Scheduler(cluster, policy, inner.placement, model, inner.config)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from helpers import job
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobStatus, JobTable
@@ -19,22 +20,27 @@ from tesserae.profiles.default_model import DefaultModel
 from tesserae.scheduling.base import make_policy, policy_names
 from tesserae.scheduling.tiresias_las import TiresiasLas
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 
 
 def _run(jobs, cluster: str, **kw):
     base = dict(policy="tiresias-las", placement="tiresias", round_seconds=300, restart_overhead=0)
     base.update(kw)
-    result, summary = simulate(jobs, parse_cluster_spec(cluster), DefaultModel(), RunSpec(**base))
+    result, summary = simulate(jobs, parse_cluster_spec(cluster), DefaultModel(), RunSpec.flat(**base))
     return {r["job_id"]: r for r in job_records(result)}, summary, result
 
 
-def test_registered_and_built_from_shared_options() -> None:
+def test_registered_and_built_from_its_options() -> None:
     assert {"tiresias-las", "tiresias-gittins"} <= set(policy_names())
-    p = make_policy("tiresias-las", queues=(3250.0, 7200.0), promote_knob=2.0, skew_threshold=0.5,
-                    gittins_prior="ignored.csv", packing=True)
+    p = make_policy("tiresias-las", {"queues": "3250,7200", "promote_knob": "2"})
     assert isinstance(p, TiresiasLas)
     assert p.num_queues == 3 and p.promote_knob == 2.0
+    assert make_policy("tiresias-las", {"queues": (3250.0, 7200.0)}).num_queues == 3
+    for bad, match in (({"skew_threshold": 0.5}, "policy 'tiresias-las' has no option 'skew_threshold'"),
+                       ({"queues": "7200,3250"}, "option 'queues'.*increasing"),
+                       ({"promote_knob": "-1"}, "option 'promote_knob'")):
+        with pytest.raises(InputError, match=match):
+            make_policy("tiresias-las", bad)
     default = make_policy("tiresias-las")
     assert default.thresholds.tolist() == [3600.0] and default.promote_knob == 0.0
 

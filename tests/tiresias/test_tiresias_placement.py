@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from helpers import job
+from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
@@ -15,18 +16,22 @@ from tesserae.placement.tiresias import TiresiasPlacement
 from tesserae.placement.yarn import yarn_layout
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 
 MODEL = DefaultModel()
 
 
 def test_registered_and_options() -> None:
     assert {"tiresias", "yarn"} <= set(placement_names())
-    p = make_placement("tiresias", skew_threshold=0.8, queues=(1.0,), promote_knob=3.0, packing=False)
+    p = make_placement("tiresias", {"skew_threshold": "0.8"})
     assert isinstance(p, TiresiasPlacement) and p.skew_threshold == 0.8
     assert make_placement("tiresias").skew_threshold == 0.4
     with pytest.raises(InputError, match="skew"):
         TiresiasPlacement(-0.1)
+    with pytest.raises(InputError, match="placement 'tiresias', option 'skew_threshold'"):
+        make_placement("tiresias", {"skew_threshold": -0.1})
+    with pytest.raises(InputError, match="placement 'tiresias' has no option 'queues'"):
+        make_placement("tiresias", {"queues": (1.0,)})
 
 
 def _fragmented(new_type: str, gpus: int = 2):
@@ -105,7 +110,7 @@ def test_displaced_running_job_is_placed_again() -> None:
 
 
 def _sim(jobs, placement: str, **kw):
-    run = RunSpec(policy="fifo", placement=placement, round_seconds=10, restart_overhead=0, **kw)
+    run = RunSpec.flat(policy="fifo", placement=placement, round_seconds=10, restart_overhead=0, **kw)
     result, summary = simulate(jobs, parse_cluster_spec("2x4"), MODEL, run)
     return {r["job_id"]: r for r in job_records(result)}, summary
 

@@ -17,6 +17,8 @@ class ThroughputModel(Protocol):
     partner's (a pipeline-parallel job's layer split changes its own speed and its partner's); None
     means the model's own choice for that context, :meth:`strategy_for`. Models without strategies
     ignore both.
+
+    A model subclasses this protocol explicitly to inherit its defaults (``pair_fits``).
     """
 
     name: str
@@ -46,6 +48,13 @@ class ThroughputModel(Protocol):
     def restart_seconds(self, job_type: str, num_gpus: int, storage_gbps: float = DEFAULT_STORAGE_GBPS) -> float:
         """What starting, resuming, moving or re-launching the job costs (s); InputError if unknown."""
         ...
+
+    def pair_fits(self, a: str, b: str, gpu_type: str, num_gpus: int | None = None,
+                  partner_num_gpus: int | None = None) -> bool:
+        """Whether jobs of types ``a`` and ``b`` (with these GPU counts, where given) fit in the memory of
+        ``gpu_type`` together. The default, for a model without memory data: nothing against it (its
+        pair rates still decide whether they can share)."""
+        return True
 
     def job_types(self) -> list[str]: ...
 

@@ -168,7 +168,7 @@ class EvictsByRank:
     type_nodes: list[np.ndarray]
     _type_pos: np.ndarray | None
     _held_view: HeldGpus | None
-    type_order: Any  # RoundPlacer.type_order(row)
+    type_order: Any  # PooledPlacer.type_order(row)
     _evict: Any  # the placer's own eviction of one row
 
     def held_view(self) -> HeldGpus:

@@ -3,10 +3,9 @@
 Every figure packing and type choice need depends on job types and GPU counts only, never on job
 identities: a class-level cache makes each of them one dict lookup however many jobs are active.
 Placement sees profiles only through the ``ThroughputModel`` protocol (``strategy_for`` gives the
-parallelism strategy a rate assumes); one optional extra of a profile is reached with ``getattr``
-and has a fallback: ``pair_fits(a, b, gpu_type[, n, partner_n])``, whether two jobs fit in GPU
-memory together (the built-in model checks its memory table; a measured table answers from its
-pair rates).
+parallelism strategy a rate assumes; ``pair_fits``, whether two jobs fit in GPU memory together:
+the built-in model checks its memory table, a measured table answers from its pair rates, and
+the protocol's default has nothing against it).
 
 With ``fixed_strategy`` every job keeps its best strategy alone, also next to a partner: pair rates
 are the ones measured for that strategy (the ablation of the strategy choice).
@@ -34,8 +33,7 @@ class RateBook:
         self.num_types = len(gpu_types)
         #: Mixed GPU-count pairs (a large job and a smaller one on part of its GPUs) only where a
         #: measured profile has a positive pair rate for them; the built-in model is not a measurement.
-        self.mixed_counts = bool(getattr(model, "measured", False))
-        self._pair_fits = getattr(model, "pair_fits", None)
+        self.mixed_counts = bool(model.measured)
         self._with: dict[tuple[Any, ...], float] = {}
         self._alone: dict[ClassKey, np.ndarray] = {}
         self._prefs: dict[ClassKey, tuple[int, ...]] = {}
@@ -119,17 +117,9 @@ class RateBook:
         return ra / sa + rb / sb - 1.0
 
     def _fits(self, a: str, na: int, b: str, nb: int, gpu_type: str) -> bool:
-        fits = self._pair_fits
-        if fits is None:
-            return True
         try:
-            return bool(fits(a, b, gpu_type, na, nb))
-        except TypeError:  # the built-in model's pair_fits(a, b, gpu_type)
-            try:
-                return bool(fits(a, b, gpu_type))
-            except Exception:
-                return True
-        except Exception:
+            return bool(self.model.pair_fits(a, b, gpu_type, na, nb))
+        except Exception:  # a table that does not know the job types: they cannot share
             return False
 
     # ------------------------------------------------------------------------------- strategies

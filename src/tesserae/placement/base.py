@@ -1,4 +1,4 @@
-"""The placement protocol, the registry, and the free-GPU pool every placement works on.
+"""The placement protocol, its optional capabilities, the registry, and the free-GPU pool.
 
 A placement policy opens a ``RoundPlacer`` per decision, with the policy's ``Advice`` (its order,
 and the GPU types, shares and pairs it advises: ``tesserae.core.advice``). The allocator offers it
@@ -8,21 +8,32 @@ let waiting jobs share admitted jobs' GPUs, and ``finish`` returns the final ass
 job that runs: that is the placement's report of what runs, which the scheduler hands back to the
 policy. ``PlacementPolicy.honours`` declares which advice a placement follows; the scheduler
 refuses a policy whose advice it would ignore. Placement sees only ``core`` types.
+
+Shortcuts a placer or placement may offer are small runtime-checkable protocols, each a method it
+has or has not: ``BulkKeeper`` (admit the leading running jobs at once), ``BulkAdmitter`` (the
+whole allocator walk in one step), ``Replayable`` (skip a decision whose inputs repeat). Built-in
+placers share ``PlacerBase`` (the decision's state and questions about jobs), and those that take
+GPUs as they admit, ``PooledPlacer`` (a ``GpuPool``). A placement declares its options as a typed
+model (``Options``) and is registered by name (``register``; out-of-tree ones through the
+``tesserae.placements`` entry points, see ``tesserae.core.plugins``).
 """
 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from tesserae.core.advice import Advice, AdviceKind
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
+from tesserae.core.plugins import NoOptions, Registry, RunContext, parse_options
 from tesserae.core.throughput import ThroughputModel
 
 
@@ -97,20 +108,76 @@ def runnable(model: ThroughputModel, job_type: str, num_gpus: int, gpu_type: str
     return ok
 
 
-class RoundPlacer:
-    """One decision's placement state. Subclasses implement ``try_admit`` and ``finish``."""
+@runtime_checkable
+class RoundPlacer(Protocol):
+    """One decision's placement: what the allocator and the scheduler call, in this order.
 
-    #: Whether ``keep_running`` admits, in one step, a leading run of the order that ran last round.
-    keeps_running_in_bulk: ClassVar[bool] = False
-    #: Whether ``admit_in_order`` replaces the allocator's walk of ``try_admit`` calls (with backfill).
-    admits_in_bulk: bool = False
+    ``try_admit`` in priority order (True: capacity reserved, maybe GPUs chosen already; False: the
+    job waits), then ``pack`` (waiting jobs may share admitted jobs' GPUs), then ``finish`` (the
+    final assignment of every job that runs: the placement's report of what runs).
+    """
+
+    @property
+    def free(self) -> int:
+        """GPUs still unclaimed: the allocator skips gangs larger than this."""
+        ...
+
+    def try_admit(self, row: int) -> bool: ...
+
+    def pack(self, candidates: np.ndarray) -> None:
+        """Between the allocator walk and ``finish``: let waiting jobs share admitted jobs' GPUs.
+
+        ``candidates`` are rows in the policy's priority order (admitted ones included).
+        """
+        ...
+
+    def finish(self) -> dict[int, Assignment]: ...
+
+
+@runtime_checkable
+class BulkKeeper(Protocol):
+    """A placer that keeps running jobs in place and can admit a leading run of them at once."""
+
+    def keep_running(self, rows: np.ndarray) -> int:
+        """Admit a leading run of ``rows`` (they ran last round, and lead the order) at once.
+
+        Until the first new job in priority order nothing can have taken their GPUs. Returns how many
+        of the leading rows it admitted, exactly as ``try_admit`` one by one would have; the
+        allocator offers the rest one by one.
+        """
+        ...
+
+
+@runtime_checkable
+class BulkAdmitter(Protocol):
+    """A placer that does the allocator's whole walk (skip and continue) in one step."""
+
+    def admit_in_order(self, rows: np.ndarray) -> None:
+        """``try_admit`` of each of ``rows`` in turn (skipping those that do not fit), in one step; the
+        result must be exactly that of the loop."""
+        ...
+
+
+@runtime_checkable
+class Replayable(Protocol):
+    """A placement whose assignments are a function of the order, the advice, the previous assignments
+    and the rows' job classes alone (no other state): the scheduler skips a decision whose inputs are
+    those of the last one and calls ``repeat_last_round`` instead."""
+
+    def repeat_last_round(self) -> None:
+        """Count a skipped decision in the statistics as the last one."""
+        ...
+
+
+class PlacerBase:
+    """What every built-in placer keeps for one decision, and the questions they all ask of it."""
 
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
                  model: ThroughputModel, advice: Advice | None = None) -> None:
         self.cluster, self.table, self.previous, self.model = cluster, table, previous, model
         self.advice = advice if advice is not None else Advice(np.empty(0, dtype=np.int64))
-        self.pool = GpuPool(cluster)
         self.assigned: dict[int, Assignment] = {}
+        self._runnable_cache: dict[tuple[int, int, str | None], tuple[int, ...]] = {}
 
     def job_class(self, row: int) -> tuple[str, int]:
         """(job type, GPU count): what throughputs and pair gains depend on."""
@@ -126,7 +193,7 @@ class RoundPlacer:
         """GPU types (indices) on which this job has a positive rate, in cluster order; only the type it
         asks for, if it asks for one (``JobSpec.gpu_type``)."""
         key = (int(self.table.type_idx[row]), int(self.table.num_gpus[row]), self.table.gpu_type_req[row])
-        cache = self.__dict__.setdefault("_runnable_cache", {})
+        cache = self._runnable_cache
         ok = cache.get(key)
         if ok is None:
             c, job_type = self.cluster, self.table.types[key[0]]
@@ -134,6 +201,21 @@ class RoundPlacer:
                        and key[2] in (None, c.gpu_types[t]))
             cache[key] = ok
         return ok
+
+    def pack(self, candidates: np.ndarray) -> None:
+        """A placement that does not pack leaves the waiting jobs alone."""
+
+    def finish(self) -> dict[int, Assignment]:
+        return self.assigned
+
+
+class PooledPlacer(PlacerBase, ABC):
+    """A placer that takes GPUs from a ``GpuPool`` as it admits (every built-in one but Tesserae's)."""
+
+    def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
+                 model: ThroughputModel, advice: Advice | None = None) -> None:
+        super().__init__(cluster, table, previous, model, advice)
+        self.pool = GpuPool(cluster)
 
     def type_order(self, row: int) -> list[int]:
         """GPU types this job can run on, most free GPUs first (ties: cluster order).
@@ -152,117 +234,76 @@ class RoundPlacer:
         """GPUs still unclaimed: the allocator skips gangs larger than this."""
         return self.pool.total_free
 
+    @abstractmethod
     def try_admit(self, row: int) -> bool:
-        raise NotImplementedError
-
-    def keep_running(self, rows: np.ndarray) -> int:
-        """Admit a leading run of ``rows`` (they ran last round, and lead the order) at once.
-
-        Only called when ``keeps_running_in_bulk``: such a placer keeps running jobs in place, and
-        until the first new job in priority order nothing can have taken their GPUs. Returns how
-        many of the leading rows it admitted, exactly as ``try_admit`` one by one would have; the
-        allocator offers the rest one by one.
-        """
-        raise NotImplementedError
-
-    def admit_in_order(self, rows: np.ndarray) -> None:
-        """``try_admit`` of each of ``rows`` in turn (skipping those that do not fit), in one step.
-
-        Only called when ``admits_in_bulk``; the result must be exactly that of the loop.
-        """
-        raise NotImplementedError
-
-    def pack(self, candidates: np.ndarray) -> None:
-        """Between the allocator walk and ``finish``: let waiting jobs share admitted jobs' GPUs.
-
-        ``candidates`` are rows in the policy's priority order (admitted ones included). A
-        placement that does not pack leaves them alone.
-        """
-
-    def finish(self) -> dict[int, Assignment]:
-        return self.assigned
-
-    def summary(self) -> dict[str, Any]:
-        return {}
+        """Admit ``row`` (its GPUs reserved or taken) or say it waits."""
 
 
-class PlacementPolicy:
+class PlacementPolicy(ABC):
+    """Base class of a placement: opens a ``RoundPlacer`` per decision (``begin``)."""
+
     name: ClassVar[str] = ""
     #: Whether it places a job that asks for a GPU type (``JobSpec.gpu_type``) on that type only: the
-    #: type-blind placements do (``RoundPlacer.runnable_types``); the ones that choose types by
+    #: type-blind placements do (``PlacerBase.runnable_types``); the ones that choose types by
     #: throughput (``tesserae``, ``gavel``) do not, and a job asking for a type is refused there.
     honours_gpu_type: ClassVar[bool] = True
+    #: The options it takes, each typed and with a default (``--placement-opt KEY=VALUE``).
+    Options: ClassVar[type[BaseModel]] = NoOptions
+
+    @classmethod
+    def from_options(cls, options: Any, context: RunContext) -> Self:
+        """The placement of these validated ``Options`` in a run of ``context``.
+
+        By default every option is a keyword argument of the constructor of the same name; a placement
+        whose constructor differs, or that reads the run's settings (packing, say), says how here.
+        """
+        return cls(**dict(options))
 
     @property
     def honours(self) -> AdviceKind:
         """The advice this placement follows (see ``tesserae.core.advice``); NONE by default."""
         return AdviceKind.NONE
 
-    #: Whether the assignments are a function of the order, the advice, the previous assignments and
-    #: the rows' job classes alone (no other state): the scheduler then skips a decision whose
-    #: inputs are those of the last one, and calls ``repeat_last_round`` instead.
-    replays_unchanged: ClassVar[bool] = False
-
-    def repeat_last_round(self) -> None:
-        """Count a skipped decision in the statistics as the last one (only with ``replays_unchanged``)."""
-        raise NotImplementedError
-
     @property
     def packs(self) -> bool:
         """Whether this placement lets jobs share GPUs (``--packing``)."""
         return AdviceKind.PAIRS in self.honours
 
+    @abstractmethod
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
               model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
-        raise NotImplementedError
+        """The placer of one decision."""
 
     def summary(self) -> dict[str, Any]:
         return {}
 
 
-_REGISTRY: dict[str, Callable[..., PlacementPolicy]] = {}
-
-
-def register(name: str) -> Callable[[type[PlacementPolicy]], type[PlacementPolicy]]:
-    def wrap(cls: type[PlacementPolicy]) -> type[PlacementPolicy]:
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return wrap
+PLACEMENTS: Registry[PlacementPolicy] = Registry("placement", "tesserae.placements", PlacementPolicy,
+                                                 "tesserae.placement")
+register = PLACEMENTS.register
 
 
 def placement_names() -> list[str]:
-    _load_builtin()
-    return sorted(_REGISTRY)
+    return PLACEMENTS.names()
 
 
-def make_placement(name: str, **options: Any) -> PlacementPolicy:
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise InputError(f"unknown placement '{name}'; choose one of: {', '.join(sorted(_REGISTRY))}",
-                         field="placement")
-    factory = _REGISTRY[name]
-    from_options = getattr(factory, "from_options", None)
-    placement = from_options(**options) if from_options else factory()
-    if options.get("packing") and not placement.packs:
-        packers = ", ".join(n for n in sorted(_REGISTRY) if _packs(_REGISTRY[n]))
+def make_placement(name: str, options: Mapping[str, Any] | None = None, context: RunContext | None = None
+                   ) -> PlacementPolicy:
+    """Build a registered placement from its options (InputError naming the placement and a key it
+    lacks); one asked to pack (``context.packing``) must let jobs share GPUs."""
+    cls = PLACEMENTS.get(name)
+    context = context or RunContext()
+    placement = cls.from_options(parse_options("placement", name, cls.Options, options or {}), context)
+    if context.packing and not placement.packs:
+        packers = ", ".join(n for n in placement_names() if _packs(PLACEMENTS.get(n)))
         raise InputError(f"placement '{name}' does not let jobs share GPUs; --packing needs one that does "
                          f"({packers})", field="packing")
     return placement
 
 
-def _packs(factory: Callable[..., PlacementPolicy]) -> bool:
-    from_options = getattr(factory, "from_options", None)
-    return (from_options(packing=True) if from_options else factory()).packs
-
-
-def _load_builtin() -> None:
-    import importlib
-    import pkgutil
-
-    import tesserae.placement as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name not in ("base",) and not mod.name.startswith("_"):
-            importlib.import_module(f"tesserae.placement.{mod.name}")
+def _packs(cls: type[PlacementPolicy]) -> bool:
+    """Whether a placement with its default options packs when asked to."""
+    try:
+        return cls.from_options(cls.Options(), RunContext(packing=True)).packs
+    except (ValidationError, InputError):  # an option without a default: say nothing of it
+        return False

@@ -22,7 +22,7 @@ from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
 from tesserae.core.throughput import ThroughputModel
 from tesserae.placement._evict import EvictsByRank, HeldGpus, type_positions
-from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
+from tesserae.placement.base import PlacementPolicy, PooledPlacer, RoundPlacer, register
 
 
 def consolidated_layout(nodes: np.ndarray, avail: np.ndarray, cap: np.ndarray, k: int
@@ -56,7 +56,7 @@ def consolidated_layout(nodes: np.ndarray, avail: np.ndarray, cap: np.ndarray, k
     return layout
 
 
-class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
+class ConsolidatedPlacer(EvictsByRank, PooledPlacer):
     """Best-fit consolidation that holds running jobs' GPUs for them (see module docstring).
 
     ``pool`` holds the GPUs nobody claims; GPUs of continuing jobs not yet admitted are *held*
@@ -65,7 +65,6 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
 
     #: Whether a running job may be moved when its GPUs were taken (False = preempt instead).
     move_running = False
-    keeps_running_in_bulk = True
 
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
                  model: ThroughputModel, advice: Advice | None = None,
@@ -126,7 +125,8 @@ class ConsolidatedPlacer(EvictsByRank, RoundPlacer):
         self.assigned[row] = Assignment(row, self.pool.take_nodes(layout, mask))
 
     def keep_running(self, rows: np.ndarray) -> int:
-        """Admit jobs that ran last round and come first in priority order, all at once (all of them).
+        """``BulkKeeper``: admit jobs that ran last round and come first in priority order, all at once
+        (all of them).
 
         Called before any other admission: nothing has been evicted yet, so each keeps its GPUs.
         """

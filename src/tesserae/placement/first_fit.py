@@ -15,7 +15,7 @@ from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
 from tesserae.core.throughput import ThroughputModel
-from tesserae.placement.base import GpuPool, PlacementPolicy, RoundPlacer, register
+from tesserae.placement.base import GpuPool, PlacementPolicy, PooledPlacer, RoundPlacer, register
 
 
 def lowest_free_nodes(pool: GpuPool, nodes: np.ndarray, k: int, counts: np.ndarray | None = None
@@ -31,7 +31,7 @@ def lowest_free_nodes(pool: GpuPool, nodes: np.ndarray, k: int, counts: np.ndarr
     return [(int(n), int(c)) for n, c in zip(nodes[: last + 1], take, strict=True) if c > 0]
 
 
-class FirstFitPlacer(RoundPlacer):
+class FirstFitPlacer(PooledPlacer):
     def __init__(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
                  model: ThroughputModel, advice: Advice | None = None) -> None:
         super().__init__(cluster, table, previous, model, advice)

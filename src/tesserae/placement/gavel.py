@@ -18,22 +18,24 @@ What ran goes back to the policy through the scheduler (``tesserae.core.advice.R
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
+from pydantic import Field
 
 from tesserae.core.advice import Advice, AdviceKind
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
+from tesserae.core.plugins import PluginOptions, RunContext
 from tesserae.core.throughput import ThroughputModel
 from tesserae.placement._packing import DEFAULT_THRESHOLD
 from tesserae.placement._rates import RateBook
-from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
+from tesserae.placement.base import PlacementPolicy, PooledPlacer, RoundPlacer, register
 from tesserae.placement.first_fit import lowest_free_nodes
 
 
-class GavelPlacer(RoundPlacer):
+class GavelPlacer(PooledPlacer):
     def __init__(self, owner: GavelPlacement, cluster: Cluster, table: JobTable,
                  previous: Mapping[int, Assignment], model: ThroughputModel, advice: Advice | None = None) -> None:
         super().__init__(cluster, table, previous, model, advice)
@@ -148,9 +150,15 @@ class GavelPlacer(RoundPlacer):
         return Assignment(row, gpus, self.partner.get(row))
 
 
+class PackOptions(PluginOptions):
+    pack_threshold: float = Field(DEFAULT_THRESHOLD, allow_inf_nan=False, description="with --packing: least "
+                                  "sharing gain, tput(a|b)/tput(a) + tput(b|a)/tput(b) - 1, for a pair to form")
+
+
 @register("gavel")
 class GavelPlacement(PlacementPolicy):
     honours_gpu_type = False  # it chooses GPU types by throughput
+    Options: ClassVar[type[PluginOptions]] = PackOptions
 
     def __init__(self, packing: bool = False, pack_threshold: float = DEFAULT_THRESHOLD) -> None:
         self.packing = packing
@@ -160,10 +168,8 @@ class GavelPlacement(PlacementPolicy):
         self.pairs: list[int] = []
 
     @classmethod
-    def from_options(cls, **options: Any) -> GavelPlacement:
-        threshold = options.get("pack_threshold")
-        return cls(packing=bool(options.get("packing", False)),
-                   pack_threshold=DEFAULT_THRESHOLD if threshold is None else float(threshold))
+    def from_options(cls, options: PackOptions, context: RunContext) -> Self:
+        return cls(packing=context.packing, pack_threshold=options.pack_threshold)
 
     @property
     def honours(self) -> AdviceKind:

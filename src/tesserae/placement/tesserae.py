@@ -32,30 +32,32 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import numpy as np
+from pydantic import Field
 
 from tesserae.core.advice import TYPE_ADVICE, Advice, AdviceKind, Unit
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
+from tesserae.core.plugins import PluginOptions, RunContext
 from tesserae.core.throughput import ThroughputModel
 from tesserae.placement import _hetero, _packing, _shares
 from tesserae.placement._layout import TypePlacer
 from tesserae.placement._rates import RateBook
-from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
+from tesserae.placement.base import PlacementPolicy, PlacerBase, RoundPlacer, register
 
 
-class TesseraePlacer(RoundPlacer):
-    """One decision of the Tesserae placement (see module docstring)."""
+class TesseraePlacer(PlacerBase):
+    """One decision of the Tesserae placement (see module docstring); a ``BulkKeeper``.
+
+    No GpuPool: capacity is tracked per type and GPUs are chosen in ``finish``.
+    """
 
     def __init__(self, owner: TesseraePlacement, cluster: Cluster, table: JobTable,
                  previous: Mapping[int, Assignment], model: ThroughputModel, advice: Advice | None = None) -> None:
-        # No GpuPool: capacity is tracked per type and GPUs are chosen in finish().
-        self.cluster, self.table, self.previous, self.model = cluster, table, previous, model
-        self.advice = advice if advice is not None else Advice(np.empty(0, dtype=np.int64))
-        self.assigned: dict[int, Assignment] = {}
+        super().__init__(cluster, table, previous, model, advice)
         self.owner = owner
         multi = len(cluster.gpu_types) > 1
         kinds = self.advice.kinds
@@ -71,8 +73,6 @@ class TesseraePlacer(RoundPlacer):
         self.partner: dict[int, int] = {}
         self._movable: dict[int, list[int]] = {}  # type -> admitted rows that did not run there before
         self._one_type = not multi
-        # On one GPU type admission is a capacity check per gang, done for a whole walk at once.
-        self.admits_in_bulk = not multi
         self._runs: dict[tuple[int, int], bool] = {}  # (type index, GPU count) -> can run on the one type
         self._types_done = False
 
@@ -83,7 +83,6 @@ class TesseraePlacer(RoundPlacer):
 
     #: Admitted jobs examined when a gang finds no type with room (bounds the rebalancing work).
     REBALANCE_SCAN = 64
-    keeps_running_in_bulk = True
     #: A job on the GPUs, with the partner and the strategy it had keeps its Assignment object without
     #: going through ``_assignment`` (which would return that object).
     reuse_kept = True
@@ -158,46 +157,6 @@ class TesseraePlacer(RoundPlacer):
         self.hosts.append(row)
         self.type_of[row] = 0
         return True
-
-    def admit_in_order(self, rows: np.ndarray) -> None:
-        """The allocator's walk on one GPU type: each gang that can run here and fits what is still
-        free is admitted, in order (``_admit_one_type`` row by row, vectorised).
-
-        Runs of gangs that fit one after another are admitted by one cumulative sum; after a gang
-        that does not fit, only the gangs no larger than what is left are looked at again.
-        """
-        t = self.table
-        if rows.size == 0 or self._free <= 0:
-            return
-        k = t.num_gpus[rows].astype(np.int64)
-        tidx = t.type_idx[rows]
-        ok = k <= self._free
-        for ti, kk in _distinct(tidx[ok], k[ok]):
-            runs = self._runs.get((ti, kk))
-            if runs is None:
-                runs = self._runs[(ti, kk)] = bool(self.book.prefs(t.types[ti], kk))
-            if not runs:
-                ok &= ~((tidx == ti) & (k == kk))
-        cand = np.flatnonzero(ok)
-        free = self._free
-        taken: list[np.ndarray] = []
-        while cand.size and free > 0:
-            cum = np.cumsum(k[cand])
-            n = int(np.searchsorted(cum, free, side="right"))
-            if n:
-                taken.append(cand[:n])
-                free -= int(cum[n - 1])
-            cand = cand[n:]
-            cand = cand[k[cand] <= free]
-        if not taken:
-            return
-        admitted = np.concatenate(taken)
-        used = self._free - free
-        self.free_t[0] -= used
-        self._free = free
-        kept = rows[admitted].tolist()
-        self.hosts.extend(kept)
-        self.type_of.update(dict.fromkeys(kept, 0))
 
     def _rebalance(self, prefs: tuple[int, ...], k: int) -> int:
         """Make room for a gang on one of ``prefs`` by moving jobs admitted this round (not running
@@ -508,6 +467,52 @@ class TesseraePlacer(RoundPlacer):
         return Assignment(row, gpus, partner, strategy)
 
 
+
+class OneTypeTesseraePlacer(TesseraePlacer):
+    """The Tesserae placer on a cluster of one GPU type, also a ``BulkAdmitter``: admission is a
+    capacity check per gang, done for a whole walk at once."""
+
+    def admit_in_order(self, rows: np.ndarray) -> None:
+        """The allocator's walk on one GPU type: each gang that can run here and fits what is still
+        free is admitted, in order (``_admit_one_type`` row by row, vectorised).
+
+        Runs of gangs that fit one after another are admitted by one cumulative sum; after a gang
+        that does not fit, only the gangs no larger than what is left are looked at again.
+        """
+        t = self.table
+        if rows.size == 0 or self._free <= 0:
+            return
+        k = t.num_gpus[rows].astype(np.int64)
+        tidx = t.type_idx[rows]
+        ok = k <= self._free
+        for ti, kk in _distinct(tidx[ok], k[ok]):
+            runs = self._runs.get((ti, kk))
+            if runs is None:
+                runs = self._runs[(ti, kk)] = bool(self.book.prefs(t.types[ti], kk))
+            if not runs:
+                ok &= ~((tidx == ti) & (k == kk))
+        cand = np.flatnonzero(ok)
+        free = self._free
+        taken: list[np.ndarray] = []
+        while cand.size and free > 0:
+            cum = np.cumsum(k[cand])
+            n = int(np.searchsorted(cum, free, side="right"))
+            if n:
+                taken.append(cand[:n])
+                free -= int(cum[n - 1])
+            cand = cand[n:]
+            cand = cand[k[cand] <= free]
+        if not taken:
+            return
+        admitted = np.concatenate(taken)
+        used = self._free - free
+        self.free_t[0] -= used
+        self._free = free
+        kept = rows[admitted].tolist()
+        self.hosts.extend(kept)
+        self.type_of.update(dict.fromkeys(kept, 0))
+
+
 def _distinct(*cols: np.ndarray) -> list[tuple[int, ...]]:
     """The distinct tuples of equal-length non-negative integer columns (one ``np.unique`` over a
     combined key instead of a set built element by element)."""
@@ -550,11 +555,37 @@ DEFAULT_SHARE_TOLERANCE = 1.0
 DEFAULT_STRATEGY_SWITCH_GAIN = 0.1
 
 
+class TesseraeOptions(PluginOptions):
+    """The Tesserae placement's knobs (its packing is the run's ``--packing``)."""
+
+    pack_threshold: float = Field(_packing.DEFAULT_THRESHOLD, allow_inf_nan=False, description="with --packing: "
+                                  "least sharing gain, tput(a|b)/tput(a) + tput(b|a)/tput(b) - 1, for a pair")
+    type_matching: bool = Field(True, description="match jobs to GPU types: under per-type shares the "
+                                "allocation-preserving assignment, else type-slot matching (off: the policy's "
+                                "advised types, or the previous type else the fastest with room)")
+    strategy_choice: bool = Field(True, description="pick each pair's parallelism strategy (off: every job keeps "
+                                  "its best strategy alone)")
+    type_switch_penalty: float = Field(DEFAULT_TYPE_SWITCH_PENALTY, ge=0, le=1, description="a running job moves "
+                                       "to another GPU type only if its normalised throughput there, discounted "
+                                       "by this fraction, beats staying")
+    share_tolerance: float = Field(DEFAULT_SHARE_TOLERANCE, ge=0, allow_inf_nan=False, description="under "
+                                   "per-type shares: the deficit band, in rounds, within which a unit is not moved")
+    strategy_switch_gain: float = Field(DEFAULT_STRATEGY_SWITCH_GAIN, ge=0, allow_inf_nan=False, description="a "
+                                        "running job is relaunched with a better strategy only if it runs this "
+                                        "much faster with it")
+
+    def label_marks(self) -> list[str]:
+        """The ablations show in a run's label."""
+        return [m for m, off in (("no-type-matching", not self.type_matching),
+                                 ("fixed-strategy", not self.strategy_choice)) if off]
+
+
 @register("tesserae")
 class TesseraePlacement(PlacementPolicy):
-    """Migration-minimizing placement with optional packing (see module docstring)."""
+    """Migration-minimizing placement with optional packing (see module docstring); ``Replayable``."""
 
     honours_gpu_type = False  # it chooses GPU types by throughput
+    Options: ClassVar[type[PluginOptions]] = TesseraeOptions
 
     def __init__(self, packing: bool = False, pack_threshold: float = _packing.DEFAULT_THRESHOLD,
                  hetero: bool = True, type_switch_penalty: float = DEFAULT_TYPE_SWITCH_PENALTY,
@@ -596,15 +627,14 @@ class TesseraePlacement(PlacementPolicy):
         self._notes: list[tuple[Any, tuple[Any, ...]]] = []
 
     @classmethod
-    def from_options(cls, **options: Any) -> TesseraePlacement:
-        threshold = options.get("pack_threshold")
-        return cls(packing=bool(options.get("packing", False)),
-                   pack_threshold=_packing.DEFAULT_THRESHOLD if threshold is None else float(threshold),
-                   hetero=bool(options.get("hetero", True)),
-                   type_matching=bool(options.get("type_matching", True)),
-                   strategy_choice=bool(options.get("strategy_choice", True)),
-                   restart_overhead=float(options.get("restart_overhead", 30.0)),
-                   round_seconds=float(options.get("round_seconds", 300.0)))
+    def from_options(cls, options: TesseraeOptions, context: RunContext) -> Self:
+        """``type_matching`` switches both type assignments (``hetero`` and ``type_matching``); the
+        restart overhead and round length weigh a type switch against the deficits it repays."""
+        return cls(packing=context.packing, pack_threshold=options.pack_threshold, hetero=options.type_matching,
+                   type_switch_penalty=options.type_switch_penalty, type_matching=options.type_matching,
+                   strategy_choice=options.strategy_choice, share_tolerance=options.share_tolerance,
+                   restart_overhead=context.restart_overhead, round_seconds=context.round_seconds,
+                   strategy_switch_gain=options.strategy_switch_gain)
 
     @property
     def honours(self) -> AdviceKind:
@@ -612,12 +642,11 @@ class TesseraePlacement(PlacementPolicy):
         kinds = AdviceKind.GPU_TYPE | AdviceKind.TYPE_SHARES
         return kinds | AdviceKind.PAIRS if self.packing else kinds
 
-    replays_unchanged = True
-
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
               model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
         self._notes = []
-        return TesseraePlacer(self, cluster, table, previous, model, advice)
+        placer = TesseraePlacer if len(cluster.gpu_types) > 1 else OneTypeTesseraePlacer
+        return placer(self, cluster, table, previous, model, advice)
 
     def repeat_last_round(self) -> None:
         """The statistics of a skipped decision: those of the last one it repeats."""

@@ -22,18 +22,20 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from tesserae.core.advice import Advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
+from tesserae.core.plugins import PluginOptions
 from tesserae.core.throughput import ThroughputModel
 from tesserae.placement._evict import EvictsByRank, HeldGpus, type_positions
-from tesserae.placement.base import PlacementPolicy, RoundPlacer, register
+from tesserae.placement.base import PlacementPolicy, PooledPlacer, RoundPlacer, register
 from tesserae.placement.consolidated import consolidated_layout
 
 DEFAULT_SKEW_THRESHOLD = 0.4
@@ -51,7 +53,7 @@ def fewest_nodes_layout(nodes: np.ndarray, avail: np.ndarray, k: int) -> list[tu
     return [(int(nodes[i]), int(c)) for i, c in zip(order[: last + 1], take, strict=True) if c > 0]
 
 
-class ReservingPlacer(EvictsByRank, RoundPlacer):
+class ReservingPlacer(EvictsByRank, PooledPlacer):
     """Base of the Tiresias and YARN placers: running jobs' GPUs are *held* for them.
 
     When the decision begins, the GPUs of every running job leave the free pool in one vectorised
@@ -187,9 +189,16 @@ class TiresiasPlacer(ReservingPlacer):
         return int(self.cluster.node_num_gpus[self.type_nodes[t]].max())
 
 
+class SkewOptions(PluginOptions):
+    skew_threshold: float | None = Field(None, ge=0, allow_inf_nan=False, description="model skew above which "
+                                         f"a job must be consolidated (default {DEFAULT_SKEW_THRESHOLD})")
+
+
 @register("tiresias")
 class TiresiasPlacement(PlacementPolicy):
     """Skew-aware consolidation (see module docstring)."""
+
+    Options: ClassVar[type[PluginOptions]] = SkewOptions
 
     def __init__(self, skew_threshold: float | None = None) -> None:
         thr = DEFAULT_SKEW_THRESHOLD if skew_threshold is None else float(skew_threshold)
@@ -205,10 +214,6 @@ class TiresiasPlacement(PlacementPolicy):
         self.high_skew_types: list[str] = []
         self.consolidation_waits = 0
         self.spread_placements = 0
-
-    @classmethod
-    def from_options(cls, skew_threshold: float | None = None, **_ignored: Any) -> TiresiasPlacement:
-        return cls(skew_threshold)
 
     def _classify(self, table: JobTable, model: ThroughputModel) -> np.ndarray:
         if table is not self._table:

@@ -17,6 +17,7 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from tesserae.core.restart import RestartCost
+from tesserae.core.throughput import ThroughputModel
 from tesserae.profiles.restart_model import STARTUP_SECONDS, RestartSeconds, builtin_restart_cost
 
 # Largest-tensor share of the parameters (Tiresias' skew), from the Tiresias paper's profiles.
@@ -59,7 +60,7 @@ class DefaultModelConfig(BaseModel):
     checkpoint_bytes: dict[str, Annotated[float, Field(ge=0.0, allow_inf_nan=False)]] = Field(default_factory=dict)
 
 
-class DefaultModel(RestartSeconds):
+class DefaultModel(RestartSeconds, ThroughputModel):
     """Built-in model (see module docstring). Unknown job types run at reference speed, skew 0."""
 
     measured = False
@@ -97,7 +98,9 @@ class DefaultModel(RestartSeconds):
     def memory_gb(self, job_type: str) -> float | None:
         return self.config.memory_gb.get(job_type)
 
-    def pair_fits(self, a: str, b: str, gpu_type: str) -> bool:
+    def pair_fits(self, a: str, b: str, gpu_type: str, num_gpus: int | None = None,
+                  partner_num_gpus: int | None = None) -> bool:
+        """Whether the two jobs' memory (the configured table, per job type) fits the GPU's; unknown: yes."""
         cap = self.config.gpu_memory_gb.get(gpu_type)
         ma, mb = self.memory_gb(a), self.memory_gb(b)
         if cap is None or ma is None or mb is None:

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 
 from tesserae.core.errors import InputError
 from tesserae.core.restart import RestartCost
+from tesserae.core.throughput import ThroughputModel
 from tesserae.profiles.colocation import ColocationTable
 from tesserae.profiles.default_model import TIRESIAS_SKEW
 from tesserae.profiles.families import model_family
@@ -42,7 +43,7 @@ def tiresias_skew(job_type: str) -> float | None:
     return TIRESIAS_SKEW.get(model_family(job_type))
 
 
-class TableModel(RestartSeconds):
+class TableModel(RestartSeconds, ThroughputModel):
     """A ThroughputModel answering from measured tables (see module docstring).
 
     ``alone`` maps (job type, GPUs, GPU type, consolidated) to iterations/s running alone; 0.0

@@ -24,6 +24,7 @@ import numpy as np
 from tesserae.runtime import lifecycle
 from tesserae.runtime.store import RUNNABLE_STATES
 from tesserae.scheduler_queues import REASONS, WAIT_GPUS
+from tesserae.scheduling.base import QueueInspect
 
 if TYPE_CHECKING:
     from tesserae.runtime.controller import Controller
@@ -83,19 +84,24 @@ class Pending:
 
 
 def policy_order(controller: Controller) -> tuple[list[int], dict[int, int]]:
-    """Job ids in the policy's order at the latest decision, and each one's queue level (Tiresias)."""
+    """Job ids in the policy's order at the latest decision, and each one's queue level where the policy
+    has queues (``QueueInspect``: Tiresias' levels).
+
+    Table rows are stable (row i is the i-th job ever submitted), so rows of an older decision
+    still name the same jobs while the controller thread moves on.
+    """
     table, order = controller.table, controller.scheduler.last_order
     if table is None or len(order) == 0:
         return [], {}
     rows = np.asarray(order, dtype=np.int64)
     rows = rows[rows < table.n]
     ids = [int(x) for x in table.job_id[rows]]
-    queue_of = getattr(controller.scheduler.policy, "queue_of", None)
-    if queue_of is None:
+    policy = controller.scheduler.policy
+    if not isinstance(policy, QueueInspect):
         return ids, {}
     try:
-        return ids, {j: int(q) for j, q in zip(ids, queue_of(rows), strict=True)}
-    except (IndexError, ValueError):  # the policy's state moved on meanwhile
+        return ids, {j: int(q) for j, q in zip(ids, policy.queue_of(rows), strict=True)}
+    except (IndexError, ValueError):  # the policy's state moved on meanwhile (a new table)
         return ids, {}
 
 

@@ -19,14 +19,16 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.config import RunSpec, build_placement, build_policy, queue_policy
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
+from tesserae.core.plugins import declared
 from tesserae.core.queues import QueueConfig, build_tree
-from tesserae.placement.base import make_placement
+from tesserae.placement.base import PLACEMENTS
 from tesserae.scheduler import Scheduler
 from tesserae.scheduler_queues import QueueStep
-from tesserae.scheduling._per_queue import QUEUE_POLICIES, PerQueuePolicy, check_queue_policy
-from tesserae.scheduling.base import make_policy
+from tesserae.scheduling.base import POLICIES, queue_policy_names
+from tesserae.scheduling.per_queue import check_queue_policy
 from tesserae.sim.engine import SimConfig
 from tesserae.sim.predict import Prediction, Snapshot, predict
 
@@ -35,11 +37,12 @@ UNKNOWN_WORK_MIN = 1e11  # the controller's stand-in for 'iterations not given' 
 
 class Predictor:
     def __init__(self, round_seconds: float, event_driven: bool, *, restart_seconds: float = 1.0,
-                 budget_seconds: float = 2.0, policy_options: dict[str, Any] | None = None) -> None:
+                 budget_seconds: float = 2.0, run: RunSpec | None = None) -> None:
         self.config = SimConfig(round_seconds=round_seconds, restart_overhead=restart_seconds,
                                 event_driven=event_driven, allow_thrashing=True)
         self.budget_seconds = budget_seconds
-        self.policy_options = dict(policy_options or {})
+        #: The server's configuration: what-if builds another policy or placement with its options.
+        self.run = run or RunSpec()
         self.epoch = 0.0
         self.latest: Prediction | None = None
         self._snapshot: Snapshot | None = None  # the latest one taken (what-if starts from it)
@@ -100,21 +103,32 @@ class Predictor:
         base = predict(_fork(snap), snap.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
         alt = _fork(snap)
         sched = alt.scheduler
-        new_policy = sched.policy if policy is None else make_policy(policy, **self.policy_options)
-        new_placement = sched.placement if placement is None else make_placement(placement, **self.policy_options)
+        run = self._other(policy, placement)
+        new_policy = sched.policy if policy is None else build_policy(run)
+        new_placement = sched.placement if placement is None else build_placement(run)
         step = None if no_queues else sched.queues
         if queues is not None:
             check_queue_policy(new_policy.name)
             tree = build_tree(queues, gpus_by_type=sched.cluster.gpus_by_type, path="body",
-                              policy_names=QUEUE_POLICIES)
+                              policy_names=queue_policy_names())
             step = QueueStep(tree)
-            if any(p is not None and p != new_policy.name for p in tree.policy):
-                new_policy = PerQueuePolicy(tree, new_policy, **self.policy_options)
+            new_policy = queue_policy(tree, new_policy, run)
         elif step is not None and policy is not None:
             check_queue_policy(new_policy.name)
             step = QueueStep(step.tree)
         alt.scheduler = Scheduler(sched.cluster, new_policy, new_placement, sched.model, sched.config, queues=step)
         return base, predict(alt, sched.cluster, self.config, budget_seconds=self.budget_seconds)
+
+    def _other(self, policy: str | None, placement: str | None) -> RunSpec:
+        """The server's run with another policy or placement, which takes the server's options it declares."""
+        run = self.run
+        if policy is not None:
+            run = run.model_copy(update={"policy": policy, "policy_options": declared(
+                POLICIES.get(policy).Options, run.policy_options)})
+        if placement is not None:
+            run = run.model_copy(update={"placement": placement, "placement_options": declared(
+                PLACEMENTS.get(placement).Options, run.placement_options)})
+        return run
 
 
 def _fork(snap: Snapshot) -> Snapshot:

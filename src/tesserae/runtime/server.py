@@ -3,7 +3,7 @@
 Start-up: decide who jobs run as (``isolation``: a job account, a user map, or the explicit
 same-user mode), make the executor (``make_executor``: the local one discovers GPUs from NVML or
 ``--virtual-gpus``; the Ray one checks its address), build the scheduler core exactly as the
-simulator does (``sim.runner.build_scheduler``) as soon as the executor knows its cluster, let the
+simulator does (``config.build_scheduler``) as soon as the executor knows its cluster, let the
 executor reach its cluster (``prepare``), bind the socket (before anything is written, so a port
 clash leaves no half-made state folder), open the state folder (``state_folder``: private, locked,
 the store checked then opened, the admin token created on first start), open the executor on it,
@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tesserae.config import RunSpec
 from tesserae.core.errors import InputError
-from tesserae.sim.runner import RunSpec
 
 if TYPE_CHECKING:
     from tesserae.runtime.controller import Controller
@@ -110,8 +110,9 @@ def _is_loopback(host: str) -> bool:
 
 
 def check_policy(run: RunSpec) -> None:
-    from tesserae.placement.base import make_placement
-    from tesserae.scheduling.base import make_policy, policy_names
+    """The run's policy is one a real server can run, and it and the placement take their options."""
+    from tesserae.config import build_placement, build_policy
+    from tesserae.scheduling.base import policy_names
 
     accepted = policy_names(include_oracles=False)
     if run.policy not in accepted:
@@ -120,8 +121,8 @@ def check_policy(run: RunSpec) -> None:
             raise InputError(f"policy '{run.policy}' needs the true durations of jobs, which a real server does not "
                              f"know; use it in the simulator only ({choose})", field="policy")
         raise InputError(f"unknown policy '{run.policy}'; {choose}", field="policy")
-    make_policy(run.policy, **run.options())
-    make_placement(run.placement, **run.options())
+    build_policy(run)
+    build_placement(run)
 
 
 def _check_options(opts: ServerOptions) -> tuple[str, ...]:
@@ -173,6 +174,7 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
 
 
 def serve(opts: ServerOptions) -> None:
+    from tesserae.config import build_scheduler
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime import isolation as iso
     from tesserae.runtime import tenancy as tenancy_mod
@@ -180,7 +182,6 @@ def serve(opts: ServerOptions) -> None:
     from tesserae.runtime.controller import Controller, ControllerConfig
     from tesserae.runtime.prediction import Predictor
     from tesserae.runtime.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
-    from tesserae.sim.runner import build_scheduler
 
     pass_env = _check_options(opts)
     executor = make_executor(opts, pass_env)
@@ -211,15 +212,14 @@ def serve(opts: ServerOptions) -> None:
     assert cluster is not None  # an executor that finds no GPU refuses to open
     if scheduler is None:
         scheduler = build_scheduler(cluster, model, opts.run)
-    tenancy = tenancy_mod.start_queues(folder.store, cluster.gpus_by_type, opts.run.policy, opts.run.options(),
-                                       opts.config)
+    tenancy = tenancy_mod.start_queues(folder.store, cluster.gpus_by_type, opts.run, opts.config)
     controller = Controller(folder.store, executor, scheduler, cluster, state,
                             ControllerConfig(round_seconds=opts.run.round_seconds, grace_seconds=opts.grace_seconds,
                                              event_driven=opts.event_driven, tick=opts.tick),
                             isolation=isolation, job_root=folder.job_root, reserve_job_id=folder.sidecar.reserve)
     controller.tenancy = tenancy
     controller.predictor = Predictor(opts.run.round_seconds, opts.event_driven,
-                                     restart_seconds=opts.predict_restart_seconds, policy_options=opts.run.options())
+                                     restart_seconds=opts.predict_restart_seconds, run=opts.run)
     if tenancy is not None and tenancy.tree is not None:
         tenancy.install(scheduler)
         say(f"{len(tenancy.tree.leaves)} tenant queue(s) from {tenancy.source}")

@@ -22,14 +22,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from tesserae.config import RunSpec, queue_policy
 from tesserae.core.errors import InputError
 from tesserae.core.queues import PRIORITY_CLASSES, QueueConfig, QueueTree, build_tree, parse_config
 from tesserae.queue_file import load_queue_tree, read_queue_config
 from tesserae.runtime.store import ACTIVE_STATES
 from tesserae.scheduler import Scheduler
 from tesserae.scheduler_queues import QueueStep
-from tesserae.scheduling._per_queue import QUEUE_POLICIES, PerQueuePolicy, check_queue_policy
-from tesserae.scheduling.base import SchedulingPolicy
+from tesserae.scheduling.base import SchedulingPolicy, queue_policy_names
+from tesserae.scheduling.per_queue import check_queue_policy
 
 META_KEY = "queue_config"
 
@@ -37,20 +38,20 @@ META_KEY = "queue_config"
 def check_config(path: Path, gpus_by_type: Mapping[str, int], policy: str) -> None:
     """Read and validate a ``--config`` file against the cluster (errors name file, line and key)."""
     check_queue_policy(policy)
-    load_queue_tree(path, dict(gpus_by_type), policy_names=QUEUE_POLICIES)
+    load_queue_tree(path, dict(gpus_by_type), policy_names=queue_policy_names())
 
 
-def start_queues(store: Any, gpus_by_type: Mapping[str, int], policy: str, policy_options: Mapping[str, Any],
-                 config: Path | None) -> RuntimeQueues | None:
+def start_queues(store: Any, gpus_by_type: Mapping[str, int], run: RunSpec, config: Path | None
+                 ) -> RuntimeQueues | None:
     """The server's tenant queues: from ``config`` (``--config``), else the store's copy, else none.
 
     Every active job must still have a queue under the config the server starts with.
     """
-    if policy not in QUEUE_POLICIES:
+    if run.policy not in queue_policy_names():
         if config is not None:
-            check_config(config, gpus_by_type, policy)  # names the policy that cannot
+            check_config(config, gpus_by_type, run.policy)  # names the policy that cannot
         return None
-    tenancy = RuntimeQueues(store, gpus_by_type, policy, policy_options)
+    tenancy = RuntimeQueues(store, gpus_by_type, run)
     tree = tenancy.load(config)
     if tree is not None:
         marks = ",".join("?" * len(ACTIVE_STATES))
@@ -75,11 +76,9 @@ class QueueRefused(Exception):
 class RuntimeQueues:
     """Holds the server's queue tree and installs it into the scheduler between decisions."""
 
-    def __init__(self, store: Any, gpus_by_type: Mapping[str, int], policy: str,
-                 policy_options: Mapping[str, Any]) -> None:
-        self.store, self.policy = store, policy
+    def __init__(self, store: Any, gpus_by_type: Mapping[str, int], run: RunSpec) -> None:
+        self.store, self.policy, self.run = store, run.policy, run
         self.gpus_by_type = dict(gpus_by_type)
-        self.policy_options = dict(policy_options)
         self.tree: QueueTree | None = None
         self.config: QueueConfig | None = None
         self.source = ""
@@ -94,7 +93,7 @@ class RuntimeQueues:
             check_queue_policy(self.policy)
             config, lines = read_queue_config(path)
             tree = build_tree(config, gpus_by_type=self.gpus_by_type, path=str(path), locate=lines,
-                              policy_names=QUEUE_POLICIES)
+                              policy_names=queue_policy_names())
             self._keep(config, tree, f"{path}")
             return tree
         text = self.store.meta(META_KEY)
@@ -104,7 +103,7 @@ class RuntimeQueues:
         saved = json.loads(text)
         config = parse_config(saved.get("config"), path="the store's queue config (meta.queue_config)")
         tree = build_tree(config, gpus_by_type=self.gpus_by_type, path="the store's queue config",
-                          policy_names=QUEUE_POLICIES)
+                          policy_names=queue_policy_names())
         with self._lock:
             self.config, self.tree, self._pending, self.source = config, tree, tree, str(saved.get("source", "store"))
         return tree
@@ -114,7 +113,7 @@ class RuntimeQueues:
         try:
             check_queue_policy(self.policy)
             config = parse_config(data, path="body")
-            tree = build_tree(config, gpus_by_type=self.gpus_by_type, path="body", policy_names=QUEUE_POLICIES)
+            tree = build_tree(config, gpus_by_type=self.gpus_by_type, path="body", policy_names=queue_policy_names())
         except InputError as e:
             raise QueueRefused(422, e.field or "queues", str(e)) from None
         for job_id, queue, user in active_jobs:
@@ -142,9 +141,7 @@ class RuntimeQueues:
             return
         if self._base_policy is None:
             self._base_policy = scheduler.policy
-        base = self._base_policy
-        wants_own = any(p is not None and p != base.name for p in tree.policy)
-        scheduler.policy = PerQueuePolicy(tree, base, **self.policy_options) if wants_own else base
+        scheduler.policy = queue_policy(tree, self._base_policy, self.run)
         scheduler.queues = QueueStep(tree)
 
     # ------------------------------------------------------------------ submissions

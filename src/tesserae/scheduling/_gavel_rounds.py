@@ -43,10 +43,12 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import Field
 
 from tesserae.core.advice import Advice, AdviceKind, RanReport, Unit
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
+from tesserae.core.plugins import PluginOptions
 from tesserae.core.throughput import ThroughputModel
 from tesserae.scheduling.base import SchedulingPolicy
 
@@ -57,7 +59,14 @@ NEVER_RAN_PRIORITY = 1e9
 #: Gavel's hard-coded fill order of its GPU types (``_schedule_jobs_on_workers``), fastest first.
 GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
 
-__all__ = ["DEFAULT_RESET_INTERVAL", "GavelRounds", "Unit"]
+__all__ = ["DEFAULT_RESET_INTERVAL", "GavelRounds", "ResetOptions", "Unit"]
+
+
+class ResetOptions(PluginOptions):
+    """The options every Gavel baseline takes."""
+
+    gavel_reset_interval: float = Field(DEFAULT_RESET_INTERVAL, ge=0, allow_inf_nan=False, description="minimum "
+                                        "seconds between allocation re-solves (0 = at every job-set change)")
 
 
 def _rate(model: ThroughputModel, jt: str, k: int, g: str, partner: tuple[str, int] | None = None) -> float:

@@ -40,9 +40,11 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+from pydantic import Field, field_validator
 
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobStatus, JobTable
+from tesserae.core.plugins import FloatList, PluginOptions
 from tesserae.scheduling.base import SchedulingPolicy
 
 DEFAULT_THRESHOLDS: tuple[float, ...] = (3600.0,)
@@ -69,10 +71,31 @@ def check_knob(promote_knob: float | None) -> float:
     return p
 
 
+class QueuesOptions(PluginOptions):
+    """The queues of Tiresias' policies (``--queues``, ``--promote-knob``)."""
+
+    queues: FloatList | None = Field(None, description="queue thresholds in attained GPU-seconds, increasing "
+                                     "(K thresholds make K+1 queues; default 3600)")
+    promote_knob: float | None = Field(None, ge=0, allow_inf_nan=False,
+                                       description="starvation guard P (0 = off, the default)")
+
+    @field_validator("queues")
+    @classmethod
+    def _thresholds(cls, v: tuple[float, ...] | None) -> tuple[float, ...] | None:
+        if v is not None:
+            try:
+                check_thresholds(v)
+            except InputError as e:
+                raise ValueError(e.message) from None
+        return v
+
+
 class TiresiasQueues(SchedulingPolicy):
     """Discretized 2D-LAS; a subclass may sort each queue's list first (``_within_queue``)."""
 
     time_slicing: ClassVar[bool] = True
+    orders_inside_queues: ClassVar[bool] = True
+    Options: ClassVar[type[PluginOptions]] = QueuesOptions
 
     def __init__(self, queues: Sequence[float] | None = None, promote_knob: float | None = None) -> None:
         self.thresholds = check_thresholds(queues)
@@ -80,11 +103,6 @@ class TiresiasQueues(SchedulingPolicy):
         self.promote_knob = check_knob(promote_knob)
         self._table: JobTable | None = None
         self._reset(0)
-
-    @classmethod
-    def from_options(cls, queues: Sequence[float] | None = None, promote_knob: float | None = None,
-                     **_ignored: Any) -> TiresiasQueues:
-        return cls(queues=queues, promote_knob=promote_knob)
 
     # ------------------------------------------------------------------ per-row state
     def _reset(self, n: int) -> None:

@@ -1,26 +1,32 @@
-"""The scheduling-policy protocol and its registry.
+"""The scheduling-policy protocol, its optional capabilities, and its registry.
 
-A scheduling policy only ORDERS the runnable jobs; the allocator in ``tesserae.scheduler`` walks
+A scheduling policy only ORDERS the runnable jobs; the allocator in ``tesserae.allocator`` walks
 that order and admits each gang that fits. Policies are registered under the name the CLI and
-config files use; adding a policy is adding one module that calls ``register``.
+config files use (``register``; out-of-tree ones through the ``tesserae.policies`` entry points,
+see ``tesserae.core.plugins``). A policy declares its options as a typed model (``Options``) and
+builds itself from them in ``from_options``: adding a policy with an option is adding one module.
+What a policy may offer beyond the protocol is a small runtime-checkable protocol of its own
+(``QueueInspect``), never an attribute looked up by name.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any, ClassVar
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, Self, runtime_checkable
 
 import numpy as np
+from pydantic import BaseModel
 
 from tesserae.core.advice import Advice, AdviceKind, RanReport
 from tesserae.core.cluster import Cluster
-from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
+from tesserae.core.plugins import NoOptions, Registry, RunContext, parse_options
 from tesserae.core.throughput import ThroughputModel
 
 
-class SchedulingPolicy:
+class SchedulingPolicy(ABC):
     """Base class: order rows by priority (first = most important).
 
     The rest of the protocol has working defaults: ``bind`` (the cluster and throughput model,
@@ -38,12 +44,28 @@ class SchedulingPolicy:
     time_slicing: ClassVar[bool] = False
     #: Whether ``credit`` uses the report of what ran (building it costs a pass over running jobs).
     credits_what_ran: ClassVar[bool] = False
+    #: Whether it only orders jobs (no LP over the cluster, no advice to the placement): such a policy
+    #: may order the jobs inside a tenant queue, and run a scheduler with tenant queues.
+    orders_inside_queues: ClassVar[bool] = False
+    #: The options it takes, each typed and with a default (``--policy-opt KEY=VALUE``).
+    Options: ClassVar[type[BaseModel]] = NoOptions
+
+    @classmethod
+    def from_options(cls, options: Any, context: RunContext) -> Self:
+        """The policy of these validated ``Options`` in a run of ``context``.
+
+        By default every option is a keyword argument of the constructor of the same name; a policy
+        whose constructor differs, or that reads the run's settings, says how here.
+        """
+        return cls(**dict(options))
 
     def bind(self, cluster: Cluster, model: ThroughputModel) -> None:
-        """The cluster and the throughput model, given once when the scheduler is built."""
+        """The cluster and the throughput model, given once when the scheduler is built; kept by none here."""
+        return None
 
+    @abstractmethod
     def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
-        raise NotImplementedError
+        """The ``active`` rows, most important first."""
 
     @property
     def advises(self) -> AdviceKind:
@@ -59,6 +81,7 @@ class SchedulingPolicy:
 
         Called only for policies with ``credits_what_ran``.
         """
+        return None
 
     def next_event(self, table: JobTable, active: np.ndarray, running: np.ndarray, now: float) -> float:
         """The next instant at which a priority changes by itself (a demotion, say); inf if none.
@@ -68,7 +91,8 @@ class SchedulingPolicy:
         return math.inf
 
     def on_finish(self, table: JobTable, row: int, now: float) -> None:
-        """Hook for policies that learn from completed jobs."""
+        """Hook for policies that learn from completed jobs; most do not."""
+        return None
 
     def on_idle(self, now: float) -> bool:
         """Nothing runs and no job will arrive: True if the policy changed state and should decide again.
@@ -83,33 +107,40 @@ class SchedulingPolicy:
         return {}
 
 
-_REGISTRY: dict[str, Callable[..., SchedulingPolicy]] = {}
+@runtime_checkable
+class QueueInspect(Protocol):
+    """A policy with discrete priority queues (Tiresias' levels) that says where each job stands:
+    what the dashboard, ``/v1/queue`` and a waiting job's reason show."""
+
+    num_queues: int
+    thresholds: np.ndarray
+
+    def queue_of(self, rows: np.ndarray) -> np.ndarray:
+        """Current queue of each row (as of the latest ``order`` call), 0 = the highest."""
+        ...
 
 
-def register(name: str) -> Callable[[type[SchedulingPolicy]], type[SchedulingPolicy]]:
-    def wrap(cls: type[SchedulingPolicy]) -> type[SchedulingPolicy]:
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return wrap
+POLICIES: Registry[SchedulingPolicy] = Registry("policy", "tesserae.policies", SchedulingPolicy,
+                                                "tesserae.scheduling")
+register = POLICIES.register
 
 
 def policy_names(*, include_oracles: bool = True) -> list[str]:
     """Registered names; without the oracles (which need true job durations) for a real server."""
-    _load_builtin()
-    return sorted(n for n, f in _REGISTRY.items() if include_oracles or not getattr(f, "oracle", False))
+    names = POLICIES.names()
+    return names if include_oracles else [n for n in names if not POLICIES.get(n).oracle]
 
 
-def make_policy(name: str, **options: Any) -> SchedulingPolicy:
-    """Build a registered policy; options a policy does not take are ignored (shared CLI flags)."""
-    _load_builtin()
-    if name not in _REGISTRY:
-        raise InputError(f"unknown policy '{name}'; choose one of: {', '.join(sorted(_REGISTRY))}",
-                         field="policy")
-    factory = _REGISTRY[name]
-    from_options = getattr(factory, "from_options", None)
-    return from_options(**options) if from_options else factory()
+def queue_policy_names() -> list[str]:
+    """The policies that may order jobs inside tenant queues (``orders_inside_queues``)."""
+    return [n for n in POLICIES.names() if POLICIES.get(n).orders_inside_queues]
+
+
+def make_policy(name: str, options: Mapping[str, Any] | None = None, context: RunContext | None = None
+                ) -> SchedulingPolicy:
+    """Build a registered policy from its options (InputError naming the policy and a key it lacks)."""
+    cls = POLICIES.get(name)
+    return cls.from_options(parse_options("policy", name, cls.Options, options or {}), context or RunContext())
 
 
 def by_keys(active: np.ndarray, *keys: np.ndarray) -> np.ndarray:
@@ -117,15 +148,3 @@ def by_keys(active: np.ndarray, *keys: np.ndarray) -> np.ndarray:
     if active.size == 0:
         return active
     return active[np.lexsort(tuple(reversed(keys)))]
-
-
-def _load_builtin() -> None:
-    # Importing the modules registers them; kept here so the registry has no import cycle.
-    import importlib
-    import pkgutil
-
-    import tesserae.scheduling as pkg
-
-    for mod in pkgutil.iter_modules(pkg.__path__):
-        if mod.name != "base":
-            importlib.import_module(f"tesserae.scheduling.{mod.name}")

@@ -10,5 +10,7 @@ from tesserae.scheduling.base import SchedulingPolicy, by_keys, register
 
 @register("fifo")
 class Fifo(SchedulingPolicy):
+    orders_inside_queues = True
+
     def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
         return by_keys(active, table.submit[active], table.job_id[active])

@@ -10,23 +10,25 @@ job leaves stay idle until then, because Gavel never schedules a unit of priorit
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar, Self
 
 import numpy as np
 
 from tesserae.core.jobs import JobTable
-from tesserae.scheduling._gavel_rounds import DEFAULT_RESET_INTERVAL, GavelRounds, Unit
+from tesserae.core.plugins import PluginOptions, RunContext
+from tesserae.scheduling._gavel_rounds import GavelRounds, ResetOptions, Unit
 from tesserae.scheduling.base import register
 
 
 @register("gavel-fifo")
 class GavelFifo(GavelRounds):
     skip_zero_priority: ClassVar[bool] = True
+    Options: ClassVar[type[PluginOptions]] = ResetOptions
 
     @classmethod
-    def from_options(cls, **options: Any) -> GavelFifo:
-        return cls(reset_interval=float(options.get("gavel_reset_interval", DEFAULT_RESET_INTERVAL)),
-                   round_seconds=float(options.get("round_seconds", 360.0)))
+    def from_options(cls, options: ResetOptions, context: RunContext) -> Self:
+        """Gavel's FIFO does not pack; its rounds are the run's."""
+        return cls(reset_interval=options.gavel_reset_interval, round_seconds=context.round_seconds)
 
     def _allocate(self, table: JobTable, jobs: list[int], units: list[Unit]) -> dict[Unit, np.ndarray]:
         T = len(self.types)

@@ -29,14 +29,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
+from pydantic import Field
 from scipy.optimize import linprog
 from scipy.sparse import coo_matrix, csr_matrix
 
 from tesserae.core.jobs import JobTable
-from tesserae.scheduling._gavel_rounds import DEFAULT_RESET_INTERVAL, GavelRounds, Unit
+from tesserae.core.plugins import PluginOptions, RunContext
+from tesserae.scheduling._gavel_rounds import DEFAULT_RESET_INTERVAL, GavelRounds, ResetOptions, Unit
 from tesserae.scheduling._lp_center import central_max_min
 from tesserae.scheduling.base import register
 
@@ -57,8 +59,15 @@ class LpSolution:
     min_share: float
 
 
+class MaxMinOptions(ResetOptions):
+    gavel_lp: Literal["center", "max-total"] = Field("center", description="which optimum: center (the "
+                                                     "interior-point solution Gavel takes) or max-total")
+
+
 @register("gavel-maxmin")
 class GavelMaxMin(GavelRounds):
+    Options: ClassVar[type[PluginOptions]] = MaxMinOptions
+
     def __init__(self, packing: bool = False, reset_interval: float = DEFAULT_RESET_INTERVAL,
                  round_seconds: float = 360.0, lp: str = "center") -> None:
         super().__init__(packing=packing, reset_interval=reset_interval, round_seconds=round_seconds)
@@ -71,11 +80,10 @@ class GavelMaxMin(GavelRounds):
         self.variables: list[int] = []
 
     @classmethod
-    def from_options(cls, **options: Any) -> GavelMaxMin:
-        return cls(packing=bool(options.get("packing", False)),
-                   reset_interval=float(options.get("gavel_reset_interval", DEFAULT_RESET_INTERVAL)),
-                   round_seconds=float(options.get("round_seconds", 360.0)),
-                   lp=str(options.get("gavel_lp", "center")))
+    def from_options(cls, options: MaxMinOptions, context: RunContext) -> Self:
+        """With ``--packing`` the LP has pair variables; its rounds are the run's."""
+        return cls(packing=context.packing, reset_interval=options.gavel_reset_interval,
+                   round_seconds=context.round_seconds, lp=options.gavel_lp)
 
     def _allocate(self, table: JobTable, jobs: list[int], units: list[Unit]) -> dict[Unit, np.ndarray]:
         pairs = [u for u in units if isinstance(u, tuple)] if self.packing else []

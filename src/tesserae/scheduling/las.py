@@ -11,6 +11,7 @@ from tesserae.scheduling.base import SchedulingPolicy, by_keys, register
 @register("las")
 class Las(SchedulingPolicy):
     time_slicing = True
+    orders_inside_queues = True
 
     def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
         return by_keys(active, table.executed[active], table.submit[active], table.job_id[active])

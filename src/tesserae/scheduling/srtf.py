@@ -19,6 +19,7 @@ def remaining_seconds(table: JobTable, rows: np.ndarray) -> np.ndarray:
 @register("srtf")
 class Srtf(SchedulingPolicy):
     oracle = True
+    orders_inside_queues = True
 
     def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
         return by_keys(active, remaining_seconds(table, active), table.submit[active], table.job_id[active])
@@ -29,6 +30,7 @@ class Srsf(SchedulingPolicy):
     """Shortest remaining service (GPUs x remaining time) first: the 2D oracle of Tiresias."""
 
     oracle = True
+    orders_inside_queues = True
 
     def order(self, table: JobTable, active: np.ndarray, now: float) -> np.ndarray:
         service = remaining_seconds(table, active) * table.num_gpus[active]

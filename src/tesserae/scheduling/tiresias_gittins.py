@@ -43,13 +43,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
+from pydantic import Field
 
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
-from tesserae.scheduling._tiresias_queues import SERVICE_EPS, TiresiasQueues
+from tesserae.core.plugins import PluginOptions, RunContext
+from tesserae.scheduling._tiresias_queues import SERVICE_EPS, QueuesOptions, TiresiasQueues
 from tesserae.scheduling.base import register
 
 DEFAULT_MIN_SAMPLES = 10
@@ -173,9 +175,24 @@ def read_gittins_prior(path: str | Path) -> np.ndarray:
     return np.asarray(values, dtype=np.float64)
 
 
+class GittinsOptions(QueuesOptions):
+    """Tiresias' queues, and where the Gittins index comes from."""
+
+    gittins_prior: str | None = Field(None, description="file of job GPU-times, one a line (default: learned "
+                                      "online from completed jobs)")
+    gittins_index: Literal["tiresias", "paper"] | None = Field(None, description="tiresias (the index of "
+                                                               "Tiresias' simulator, the default) or paper")
+    gittins_quantum: float | None = Field(None, gt=0, allow_inf_nan=False, description="service quantum D "
+                                          "in GPU-seconds (default: the first queue threshold)")
+    gittins_min_samples: int = Field(DEFAULT_MIN_SAMPLES, ge=1, description="completed jobs needed before a "
+                                     "learned index replaces 2D-LAS order")
+
+
 @register("tiresias-gittins")
 class TiresiasGittins(TiresiasQueues):
     """2D-Gittins: Gittins index within each queue, from a prior or learned online."""
+
+    Options: ClassVar[type[PluginOptions]] = GittinsOptions
 
     def __init__(self, queues: Sequence[float] | None = None, promote_knob: float | None = None,
                  prior: Sequence[float] | np.ndarray | None = None, quantum: float | None = None,
@@ -194,17 +211,14 @@ class TiresiasGittins(TiresiasQueues):
         self.min_samples = max(1, int(min_samples))
         self._prior = None if prior is None else GittinsIndex(prior, self.quantum, self.index_form)
         self.prior_source = prior_source if prior is not None else None
-        self._reset_learning()
 
     @classmethod
-    def from_options(cls, queues: Sequence[float] | None = None, promote_knob: float | None = None,
-                     gittins_prior: str | Path | None = None, gittins_quantum: float | None = None,
-                     gittins_min_samples: int | None = None, gittins_index: str | None = None,
-                     **_ignored: Any) -> TiresiasGittins:
-        prior = read_gittins_prior(gittins_prior) if gittins_prior is not None else None
-        return cls(queues=queues, promote_knob=promote_knob, prior=prior, quantum=gittins_quantum,
-                   min_samples=DEFAULT_MIN_SAMPLES if gittins_min_samples is None else gittins_min_samples,
-                   prior_source=None if gittins_prior is None else str(gittins_prior), index_form=gittins_index)
+    def from_options(cls, options: GittinsOptions, context: RunContext) -> Self:
+        """The prior file is read here: a missing or malformed one is refused before any run."""
+        path = options.gittins_prior
+        return cls(queues=options.queues, promote_knob=options.promote_knob,
+                   prior=None if path is None else read_gittins_prior(path), quantum=options.gittins_quantum,
+                   min_samples=options.gittins_min_samples, prior_source=path, index_form=options.gittins_index)
 
     # ------------------------------------------------------------------ learning
     def _reset_learning(self) -> None:
@@ -214,9 +228,9 @@ class TiresiasGittins(TiresiasQueues):
         self.las_fallback_decisions = 0
 
     def _reset(self, n: int) -> None:
+        """A new table: the queues start over, and so does what was learned from its jobs."""
         super()._reset(n)
-        if hasattr(self, "quantum"):
-            self._reset_learning()
+        self._reset_learning()
 
     def on_finish(self, table: JobTable, row: int, now: float) -> None:
         if self._prior is None:

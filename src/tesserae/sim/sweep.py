@@ -14,12 +14,13 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.config import RunSpec
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec, JobStatus, Outcome
 from tesserae.core.throughput import ThroughputModel
 from tesserae.sim.metrics import job_records
-from tesserae.sim.runner import RunSpec, simulate
+from tesserae.sim.runner import simulate
 from tesserae.sim.workload import WorkloadSpec, build_workload
 
 

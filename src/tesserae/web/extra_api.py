@@ -17,7 +17,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from tesserae.runtime.api_jobs import JobId
 from tesserae.runtime.controller import Controller
+from tesserae.runtime.pending import policy_order
 from tesserae.runtime.store import RUNNABLE_STATES, Principal
+from tesserae.scheduling.base import QueueInspect
 
 #: Most time bins one usage query may ask for.
 MAX_BINS = 500
@@ -48,30 +50,6 @@ def node_view(controller: Controller) -> list[dict[str, Any]]:
     is ``draining``. The local executor's machine is one node per GPU type, always ``alive``.
     """
     return [asdict(node) for node in controller.executor.nodes()]
-
-
-def queue_order(controller: Controller) -> tuple[list[int], dict[int, int]]:
-    """Job ids in the policy's order at the latest decision, and each one's queue (Tiresias level).
-
-    Table rows are stable (row i is the i-th job ever submitted), so rows of an older decision
-    still name the same jobs while the controller thread moves on.
-    """
-    table = controller.table
-    order = getattr(controller.scheduler, "last_order", None)
-    if table is None or order is None or len(order) == 0:
-        return [], {}
-    rows = np.asarray(order, dtype=np.int64)
-    ids = table.job_id
-    rows = rows[rows < len(ids)]
-    job_ids = [int(x) for x in ids[rows]]
-    levels: dict[int, int] = {}
-    queue_of = getattr(controller.scheduler.policy, "queue_of", None)
-    if queue_of is not None:
-        try:
-            levels = {j: int(q) for j, q in zip(job_ids, queue_of(rows), strict=True)}
-        except (IndexError, ValueError):  # the policy's state was reset meanwhile (a new job type)
-            levels = {}
-    return job_ids, levels
 
 
 def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gpus: int,
@@ -122,7 +100,7 @@ def extra_router(controller: Controller) -> APIRouter:
         """Waiting jobs in the scheduling policy's order at the latest decision, with their queue
         (Tiresias level) where the policy has queues. Jobs submitted since come last, marked
         ``ordered: false``. Other users' jobs come without their name."""
-        order, levels = queue_order(controller)
+        order, levels = policy_order(controller)
         rows = store.query(f"SELECT id, user, name, num_gpus, state, submit_time, last_stop, attained, "
                            f"preemptions FROM jobs WHERE state IN ({','.join('?' * len(RUNNABLE_STATES))}) "
                            "AND cancel_requested=0", RUNNABLE_STATES)
@@ -139,8 +117,9 @@ def extra_router(controller: Controller) -> APIRouter:
                         "attained_gpu_seconds": float(r["attained"]), "preemptions": int(r["preemptions"]),
                         "ordered": j in position, "queue": levels.get(j)})
         policy = controller.scheduler.policy
-        return {"policy": policy.name, "queues": getattr(policy, "num_queues", None),
-                "queue_thresholds": [float(x) for x in getattr(policy, "thresholds", [])],
+        queues = isinstance(policy, QueueInspect)
+        return {"policy": policy.name, "queues": policy.num_queues if queues else None,
+                "queue_thresholds": [float(x) for x in policy.thresholds] if queues else [],
                 "last_decision_time": controller.stats.last_decision, "jobs": out}
 
     @router.get("/v1/usage", tags=["cluster"])

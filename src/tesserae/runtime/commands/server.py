@@ -10,7 +10,7 @@ import typer
 
 from tesserae.cli_help import PlacementOpt, ServerPolicyOpt
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
-from tesserae.cli_options import parse_queues
+from tesserae.cli_options import PlacementOptionsOpt, PolicyOptionsOpt, parse_plugin_options, parse_queues
 
 
 def register(app: typer.Typer) -> None:
@@ -56,6 +56,8 @@ def server(
                                                       "paper.")] = None,
     skew_threshold: Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew "
                                                          "threshold.")] = None,
+    policy_opt: PolicyOptionsOpt = None,
+    placement_opt: PlacementOptionsOpt = None,
     profile: Annotated[str | None, typer.Option("--profile", help="Throughput profile.")] = None,
     job_user: Annotated[str | None, typer.Option("--job-user", metavar="ACCOUNT", help="Run jobs as this "
                                                  "unprivileged Unix account (the server must be root).")] = None,
@@ -91,17 +93,20 @@ def server(
                                                            "(re)start.")] = 1.0,
 ) -> None:
     """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
+    from tesserae.config import RunSpec, with_options
     from tesserae.runtime.detach import DETACHED_VAR, detach_server
     from tesserae.runtime.server import ServerOptions, say, serve
-    from tesserae.sim.runner import RunSpec
 
     if detach:
         detach_server(state, ready_file, say)
         return
     run = RunSpec(policy=policy, placement=placement, round_seconds=round_seconds, packing=packing,
-                  no_backfill=no_backfill, queues=parse_queues(queues), promote_knob=promote_knob,
-                  gittins_prior=gittins_prior, gittins_index=gittins_index, skew_threshold=skew_threshold,
-                  event_driven=event_driven)
+                  no_backfill=no_backfill, event_driven=event_driven)
+    run = with_options(run, policy=parse_plugin_options(policy_opt, "policy-opt"),
+                       placement=parse_plugin_options(placement_opt, "placement-opt"),
+                       shared_policy={"queues": parse_queues(queues), "promote_knob": promote_knob,
+                                      "gittins_prior": gittins_prior, "gittins_index": gittins_index},
+                       shared_placement={"skew_threshold": skew_threshold})
     serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address, ray_lease=ray_lease,
                         master_ports=master_ports,
                         virtual_gpus=virtual_gpus, gpu_type=gpu_type,

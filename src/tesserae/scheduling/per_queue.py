@@ -4,11 +4,14 @@ Queues that name no policy use the scheduler's; every distinct policy orders the
 queues that use it, in one call (the order within a queue is what matters: the queue step regroups
 rows by queue and keeps each policy's relative order). Events, completions and summaries reach
 every policy, so Tiresias' demotions and Gittins' learning work inside queues as they do alone.
+Only policies that order jobs and nothing more (``SchedulingPolicy.orders_inside_queues``: no LP
+over the cluster, no advice to the placement) may order a queue.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,26 +19,26 @@ import numpy as np
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
 from tesserae.core.queues import QueueTree, RowQueues
-from tesserae.scheduling.base import SchedulingPolicy, make_policy
-
-#: Policies that only order jobs (no LP over the cluster, no advice to the placement): the ones a
-#: queue may name, and the ones the scheduler may run with tenant queues.
-QUEUE_POLICIES: tuple[str, ...] = ("fifo", "las", "srsf", "srtf", "tiresias-gittins", "tiresias-las")
+from tesserae.scheduling.base import SchedulingPolicy, queue_policy_names
 
 
 def check_queue_policy(name: str, where: str = "policy") -> None:
-    if name not in QUEUE_POLICIES:
+    names = queue_policy_names()
+    if name not in names:
         raise InputError(f"policy '{name}' cannot order jobs inside tenant queues; choose one of: "
-                         f"{', '.join(QUEUE_POLICIES)}", field=where)
+                         f"{', '.join(names)}", field=where)
 
 
 class PerQueuePolicy(SchedulingPolicy):
-    """Dispatches each row to its queue's policy; the scheduler's own policy is the first one."""
+    """Dispatches each row to its queue's policy; the scheduler's own policy is the first one.
 
-    def __init__(self, tree: QueueTree, default: SchedulingPolicy, **options: Any) -> None:
+    ``make`` builds the policy a queue names (with the run's options that policy declares).
+    """
+
+    def __init__(self, tree: QueueTree, default: SchedulingPolicy, make: Callable[[str], SchedulingPolicy]
+                 ) -> None:
         check_queue_policy(default.name)
         self.name = default.name  # type: ignore[misc]  # the run is labelled by its main policy
-        self.oracle = any(p is not None and p in ("srtf", "srsf") for p in tree.policy) or default.oracle  # type: ignore[misc]
         self.policies: list[SchedulingPolicy] = [default]
         names = [default.name]
         leaf_policy = np.zeros(tree.num_leaves, dtype=np.int64)
@@ -46,10 +49,11 @@ class PerQueuePolicy(SchedulingPolicy):
             check_queue_policy(want, f"queues.{tree.names[node]}.policy")
             if want not in names:
                 names.append(want)
-                self.policies.append(make_policy(want, **options))
+                self.policies.append(make(want))
             leaf_policy[pos] = names.index(want)
         self.leaf_policy = leaf_policy
         self.time_slicing = any(p.time_slicing for p in self.policies)  # type: ignore[misc]
+        self.oracle = any(p.oracle for p in self.policies)  # type: ignore[misc]
         self.rows = RowQueues(tree)
 
     def _split(self, table: JobTable, rows: np.ndarray) -> list[np.ndarray]:

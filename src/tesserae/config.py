@@ -1,0 +1,254 @@
+"""Composition: what one configuration is (``RunSpec``) and the scheduler it builds.
+
+The simulator (``sim.runner``), the runtime (``runtime.server``, its what-if predictions and
+tenant queues) and the CLI all build their scheduler here, from the same spec:
+
+- the run's own settings (round length, restart costs, backfill, packing, tenant queues);
+- the policy and the placement by name, each with its own options (``policy_options``,
+  ``placement_options``), validated against the plug-in's declared ``Options``: a key it does not
+  declare is an error naming the plug-in and the key.
+
+Options come three ways (``with_options``): ``--policy-opt KEY=VALUE`` gives KEY to the run's
+policy (an error if it does not take it), ``NAME.KEY=VALUE`` only to runs whose policy is NAME,
+and the dedicated flags (``--queues``, ``--gittins-prior``, ``--skew-threshold``, ...) are sugar for
+the option of the same name (dashes as underscores), given to each plug-in that declares it, so
+that one ``compare`` can mix policies that take it with policies that do not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tesserae.core.advice import AdviceKind
+from tesserae.core.cluster import Cluster
+from tesserae.core.errors import InputError
+from tesserae.core.jobs import JobSpec
+from tesserae.core.plugins import Registry, RunContext, declared, parse_options
+from tesserae.core.queues import QueueTree, class_rank
+from tesserae.core.restart import DEFAULT_STORAGE_GBPS
+from tesserae.core.throughput import ThroughputModel
+from tesserae.placement.base import PLACEMENTS, PlacementPolicy, make_placement
+from tesserae.queue_file import derive_queue_tree, load_queue_tree
+from tesserae.scheduler import Scheduler, SchedulerConfig
+from tesserae.scheduler_queues import QueueStep
+from tesserae.scheduling.base import POLICIES, SchedulingPolicy, make_policy, queue_policy_names
+from tesserae.scheduling.per_queue import PerQueuePolicy, check_queue_policy
+
+Options = dict[str, Any]
+
+
+class RunSpec(BaseModel):
+    """One configuration: policy, placement, their options and the run's knobs. Serializable, so sweeps
+    can ship it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    policy: str = "fifo"
+    placement: str = "consolidated"
+    #: Options of the policy, by the names its ``Options`` declares (values as given; validated on build).
+    policy_options: Options = Field(default_factory=dict)
+    #: Options of the placement, likewise.
+    placement_options: Options = Field(default_factory=dict)
+    round_seconds: float = Field(300.0, gt=0)
+    restart_overhead: float = Field(30.0, ge=0)
+    #: "fixed": every (re)start costs ``restart_overhead``; "job": the profile's cost of the job type.
+    restart_cost: Literal["fixed", "job"] = "fixed"
+    storage_gbps: float = Field(DEFAULT_STORAGE_GBPS, gt=0, allow_inf_nan=False)
+    #: A (re)started job runs this many times its restart cost before it may be preempted (0 = off).
+    min_run_quantum: float = Field(0.0, ge=0, allow_inf_nan=False)
+    allow_thrashing: bool = False
+    no_backfill: bool = False
+    event_driven: bool = False
+    packing: bool = False
+    #: Gavel's round ending and idle jump in the simulator; None = the policy's default (on for
+    #: the Gavel baselines, off for every other policy).
+    gavel_rounds: bool | None = None
+    #: Tenant queues (DESIGN §8): a queue file, or 'derived' (one queue per user, guarantees from
+    #: each user's share of the workload's GPU time); None = one global queue, no per-queue report.
+    queue_config: str | None = None
+    #: With queues: 'borrow' (quotas, idle quota lent), 'strict' (quotas, no borrowing) or 'global'
+    #: (one global queue, measured per tenant queue).
+    quotas: Literal["borrow", "strict", "global"] = "borrow"
+    #: Whether the policy itself packs (Gavel's LP with pair variables); None = as ``packing``.
+    #: ``gavel-maxmin(plain):tesserae+packing`` is the plain LP with the placement's packing.
+    policy_packing: bool | None = None
+
+    @classmethod
+    def flat(cls, **settings: Any) -> RunSpec:
+        """A spec from flat settings, as scripts write them: the spec's own fields, and any other key an
+        option of the policy or the placement (each gets the keys it declares; None: not given). A key
+        that neither declares is an error naming both."""
+        own = {k: v for k, v in settings.items() if k in cls.model_fields}
+        rest = {k: v for k, v in settings.items() if k not in cls.model_fields}
+        run = cls(**own)
+        takes = {*POLICIES.get(run.policy).Options.model_fields, *PLACEMENTS.get(run.placement).Options.model_fields}
+        for key in rest:
+            if key not in takes:
+                raise InputError(f"neither policy '{run.policy}' nor placement '{run.placement}' has an option "
+                                 f"'{key}'", field=key)
+        return with_options(run, shared_policy=rest, shared_placement=rest)
+
+    @property
+    def policy_packs(self) -> bool:
+        return self.packing if self.policy_packing is None else self.policy_packing
+
+    def policy_context(self, packing: bool | None = None) -> RunContext:
+        return RunContext(self.round_seconds, self.restart_overhead, self.policy_packs if packing is None else packing)
+
+    def placement_context(self) -> RunContext:
+        return RunContext(self.round_seconds, self.restart_overhead, self.packing)
+
+    @property
+    def label(self) -> str:
+        """``POLICY[(mods)]:PLACEMENT[+packing][+quotas][marks]``: what reports and folders are named by."""
+        extra = "+packing" if self.packing else ""
+        if self.queue_config is not None and self.quotas != "borrow":
+            extra += f"+{self.quotas}"
+        mods = [m for m, on in (("no-backfill", self.no_backfill), ("plain", self.packing and not self.policy_packs))
+                if on]
+        nb = "".join(f"({m})" for m in mods)
+        return f"{self.policy}{nb}:{self.placement}{extra}" + "".join(f"[{m}]" for m in self._marks())
+
+    def _marks(self) -> list[str]:
+        """The placement's label marks (ablations) for its options; none while they do not validate."""
+        try:
+            cls = PLACEMENTS.get(self.placement)
+            return parse_options("placement", self.placement, cls.Options, self.placement_options).label_marks()
+        except InputError:
+            return []  # building the scheduler says what is wrong
+
+
+def parse_run_label(label: str, base: RunSpec) -> RunSpec:
+    """``POLICY[:PLACEMENT][+packing]`` on top of shared options, as ``compare --run`` takes it."""
+    text = label.strip()
+    packing, quotas = base.packing, base.quotas
+    while True:
+        head, plus, suffix = text.rpartition("+")
+        if not plus or suffix not in ("packing", "strict", "global", "borrow"):
+            break
+        text = head
+        if suffix == "packing":
+            packing = True
+        else:
+            quotas = suffix  # type: ignore[assignment]
+    policy, _, placement = text.partition(":")
+    no_backfill = base.no_backfill
+    policy_packing = base.policy_packing
+    while policy.endswith(")") and "(" in policy:
+        policy, _, mod = policy[:-1].rpartition("(")
+        if mod == "no-backfill":
+            no_backfill = True
+        elif mod == "plain":
+            policy_packing = False
+        else:
+            raise InputError(f"run '{label}': unknown modifier '({mod})'; expected (no-backfill) or (plain)",
+                             field="run")
+    if not policy:
+        raise InputError(f"run '{label}' names no policy; expected POLICY[:PLACEMENT]", field="run")
+    return base.model_copy(update={"policy": policy, "placement": placement or base.placement,
+                                   "packing": packing, "no_backfill": no_backfill, "quotas": quotas,
+                                   "policy_packing": policy_packing})
+
+
+def with_options(run: RunSpec, *, policy: Mapping[str, Any] | None = None, placement: Mapping[str, Any] | None = None,
+                 shared_policy: Mapping[str, Any] | None = None, shared_placement: Mapping[str, Any] | None = None
+                 ) -> RunSpec:
+    """``run`` with options added (see the module docstring): ``policy``/``placement`` keys go to the
+    run's plug-in (``NAME.KEY`` only when its name is NAME), ``shared_*`` ones only where declared.
+    Explicit options win over shared ones; a shared value of None is not given."""
+    pol = _merge(POLICIES, run.policy, run.policy_options, policy, shared_policy)
+    pla = _merge(PLACEMENTS, run.placement, run.placement_options, placement, shared_placement)
+    return run.model_copy(update={"policy_options": pol, "placement_options": pla})
+
+
+def _merge(registry: Registry[Any], name: str, have: Mapping[str, Any], given: Mapping[str, Any] | None,
+           shared: Mapping[str, Any] | None) -> Options:
+    kind = registry.kind
+    names = set(registry.names())
+    # An unknown plug-in takes no shared option; building it then says that it is unknown.
+    out = declared(registry.get(name).Options, {k: v for k, v in (shared or {}).items() if v is not None}) \
+        if name in names else {}
+    out.update(have)
+    for key, value in (given or {}).items():
+        plugin, dot, bare = key.rpartition(".")
+        if dot and plugin not in names:
+            raise InputError(f"'{key}': no {kind} is named '{plugin}'; write KEY or {kind.upper()}.KEY", field=key)
+        if not dot or plugin == name:
+            out[bare] = value
+    return out
+
+
+def build_policy(run: RunSpec) -> SchedulingPolicy:
+    """The run's policy; InputError when it, or one of its options, is unknown or invalid."""
+    policy = make_policy(run.policy, run.policy_options, run.policy_context())
+    if run.policy_packing is False and run.packing:
+        packed = make_policy(run.policy, run.policy_options, run.policy_context(packing=True))
+        if AdviceKind.PAIRS not in packed.advises:
+            raise InputError(f"policy '{run.policy}' has no packed variant: '(plain)' does not apply to it",
+                             field="run")
+    return policy
+
+
+def build_placement(run: RunSpec) -> PlacementPolicy:
+    return make_placement(run.placement, run.placement_options, run.placement_context())
+
+
+def policy_maker(run: RunSpec) -> Callable[[str], SchedulingPolicy]:
+    """Builds a policy a tenant queue names, with the run's policy options that it declares."""
+
+    def make(name: str) -> SchedulingPolicy:
+        return make_policy(name, declared(POLICIES.get(name).Options, run.policy_options), run.policy_context())
+
+    return make
+
+
+def queue_policy(tree: QueueTree, policy: SchedulingPolicy, run: RunSpec) -> SchedulingPolicy:
+    """``policy``, or, when a queue of ``tree`` names another, the per-queue dispatch over them."""
+    check_queue_policy(policy.name)
+    if any(p is not None and p != policy.name for p in tree.policy):
+        return PerQueuePolicy(tree, policy, policy_maker(run))
+    return policy
+
+
+def build_scheduler(cluster: Cluster, model: ThroughputModel, run: RunSpec, tree: QueueTree | None = None
+                    ) -> Scheduler:
+    """The scheduler of one configuration; with a queue tree, the queue level too (quotas or report
+    only). InputError when its policy and placement do not fit."""
+    policy = build_policy(run)
+    placement = build_placement(run)
+    step = None
+    if tree is not None:
+        if run.quotas == "strict":
+            tree = tree.with_borrow_limit(0)
+        if run.quotas != "global":
+            policy = queue_policy(tree, policy, run)
+        step = QueueStep(tree, enforce=run.quotas != "global")
+    return Scheduler(cluster, policy, placement, model, SchedulerConfig(no_backfill=run.no_backfill), queues=step)
+
+
+def queue_tree(run: RunSpec, specs: Sequence[JobSpec], cluster: Cluster) -> QueueTree | None:
+    """The run's queue tree: read from its file, or derived from the workload's users; checks every job."""
+    if run.queue_config is None:
+        return None
+    if run.queue_config == "derived":
+        gpu_time: dict[str, float] = {}
+        for s in specs:
+            if s.num_gpus <= cluster.num_gpus:
+                gpu_time[s.user] = gpu_time.get(s.user, 0.0) + s.num_gpus * (s.duration or s.work)
+        tree = derive_queue_tree(gpu_time, cluster.gpus_by_type)
+    else:
+        tree = load_queue_tree(run.queue_config, cluster.gpus_by_type, policy_names=queue_policy_names())
+    seen: set[tuple[str, str]] = set()
+    for s in specs:  # every job must land in a queue: a clear error now, not mid-run
+        if (s.queue, s.user) not in seen:
+            seen.add((s.queue, s.user))
+            try:
+                tree.leaf_of(s.queue, s.user)
+            except InputError as e:
+                raise InputError(f"job {s.job_id}: {e.message}", path=tree.source, field="queue") from None
+        if s.priority_class != "normal":
+            class_rank(s.priority_class)
+    return tree
