@@ -33,7 +33,8 @@ def tesserae_process(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 COMMANDS = [("simulate",), ("compare",), ("server",), ("submit",), ("jobs",), ("show",), ("logs",), ("cluster",),
-            ("cancel",), ("profile",), ("view",), ("trace", "info"), ("trace", "convert"), ("token", "create"), ()]
+            ("cancel",), ("profile",), ("view",), ("plugins",), ("trace", "info"), ("trace", "convert"),
+            ("token", "create"), ()]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "tesserae")

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tesserae.config import RunSpec, build_scheduler, parse_run_label, with_options
+from tesserae.config import RunSpec, build_scheduler, parse_run_label, policy_maker, with_options
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
@@ -81,8 +81,10 @@ def test_dedicated_flags_are_sugar_for_the_same_options() -> None:
     shared = {"queues": (3250.0, 7200.0), "promote_knob": 2.0, "gittins_prior": None}
     las = with_options(RunSpec(policy="tiresias-las"), shared_policy=shared)
     assert las.policy_options == {"queues": (3250.0, 7200.0), "promote_knob": 2.0}
-    assert las == with_options(RunSpec(policy="tiresias-las"), policy={"queues": (3250.0, 7200.0),
-                                                                       "promote_knob": 2.0})
+    explicit = with_options(RunSpec(policy="tiresias-las"), policy={"queues": (3250.0, 7200.0), "promote_knob": 2.0})
+    assert las.policy_options == explicit.policy_options
+    # A policy a tenant queue names gets the flags it declares, even under a main policy that takes none.
+    assert policy_maker(with_options(RunSpec(), shared_policy=shared))("tiresias-las").num_queues == 3
     # A shared flag skips a policy that does not take it (one compare mixes both kinds) ...
     assert with_options(RunSpec(policy="fifo"), shared_policy=shared).policy_options == {}
     # ... a generic option does not, and NAME.KEY goes to that policy's runs alone.

@@ -53,8 +53,9 @@ SkewOpt = Annotated[float | None, typer.Option("--skew-threshold", help="Tiresia
 WindowOpt = Annotated[str | None, typer.Option("--measure-jobs", help="Measurement window of job ids, "
                                                "LO:HI (half-open).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
-ResetOpt = Annotated[float | None, typer.Option("--gavel-reset-interval", min=0.0, help="Gavel baselines: minimum "
-                                         "seconds between allocation re-solves (0 = at every job-set change; default 1920).")]
+ResetOpt = Annotated[float | None, typer.Option("--gavel-reset-interval", min=0.0, help="Gavel baselines: "
+                                                "minimum seconds between allocation re-solves (0 = at every "
+                                                "job-set change; default 1920).")]
 GavelLpOpt = Annotated[str | None, typer.Option("--gavel-lp", help="gavel-maxmin's optimum: 'center' (Gavel's "
                                          "interior-point solution, the default) or 'max-total' (a vertex with "
                                          "the largest total throughput at the max-min optimum).")]

@@ -52,6 +52,9 @@ class RunSpec(BaseModel):
     policy_options: Options = Field(default_factory=dict)
     #: Options of the placement, likewise.
     placement_options: Options = Field(default_factory=dict)
+    #: The dedicated flags' options (``--queues``, ``--skew-threshold``, ...), kept for the plug-ins built
+    #: besides the run's own (a policy a tenant queue names, a what-if's): each takes those it declares.
+    shared_options: Options = Field(default_factory=dict)
     round_seconds: float = Field(300.0, gt=0)
     restart_overhead: float = Field(30.0, ge=0)
     #: "fixed": every (re)start costs ``restart_overhead``; "job": the profile's cost of the job type.
@@ -94,6 +97,12 @@ class RunSpec(BaseModel):
     @property
     def policy_packs(self) -> bool:
         return self.packing if self.policy_packing is None else self.policy_packing
+
+    def options_for(self, kind: Literal["policy", "placement"], name: str) -> Options:
+        """The options another plug-in than the run's own gets: the shared ones and the run's own
+        plug-in's, as far as it declares them."""
+        registry, own = (POLICIES, self.policy_options) if kind == "policy" else (PLACEMENTS, self.placement_options)
+        return declared(registry.get(name).Options, {**self.shared_options, **own})
 
     def policy_context(self, packing: bool | None = None) -> RunContext:
         return RunContext(self.round_seconds, self.restart_overhead, self.policy_packs if packing is None else packing)
@@ -161,7 +170,9 @@ def with_options(run: RunSpec, *, policy: Mapping[str, Any] | None = None, place
     Explicit options win over shared ones; a shared value of None is not given."""
     pol = _merge(POLICIES, run.policy, run.policy_options, policy, shared_policy)
     pla = _merge(PLACEMENTS, run.placement, run.placement_options, placement, shared_placement)
-    return run.model_copy(update={"policy_options": pol, "placement_options": pla})
+    shared = {k: v for k, v in {**(shared_policy or {}), **(shared_placement or {})}.items() if v is not None}
+    return run.model_copy(update={"policy_options": pol, "placement_options": pla,
+                                  "shared_options": {**run.shared_options, **shared}})
 
 
 def _merge(registry: Registry[Any], name: str, have: Mapping[str, Any], given: Mapping[str, Any] | None,
@@ -197,10 +208,10 @@ def build_placement(run: RunSpec) -> PlacementPolicy:
 
 
 def policy_maker(run: RunSpec) -> Callable[[str], SchedulingPolicy]:
-    """Builds a policy a tenant queue names, with the run's policy options that it declares."""
+    """Builds a policy a tenant queue names, with the run's options that it declares (``options_for``)."""
 
     def make(name: str) -> SchedulingPolicy:
-        return make_policy(name, declared(POLICIES.get(name).Options, run.policy_options), run.policy_context())
+        return make_policy(name, run.options_for("policy", name), run.policy_context())
 
     return make
 

@@ -467,7 +467,6 @@ class TesseraePlacer(PlacerBase):
         return Assignment(row, gpus, partner, strategy)
 
 
-
 class OneTypeTesseraePlacer(TesseraePlacer):
     """The Tesserae placer on a cluster of one GPU type, also a ``BulkAdmitter``: admission is a
     capacity check per gang, done for a whole walk at once."""

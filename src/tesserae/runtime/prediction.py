@@ -22,12 +22,10 @@ import numpy as np
 from tesserae.config import RunSpec, build_placement, build_policy, queue_policy
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
-from tesserae.core.plugins import declared
 from tesserae.core.queues import QueueConfig, build_tree
-from tesserae.placement.base import PLACEMENTS
 from tesserae.scheduler import Scheduler
 from tesserae.scheduler_queues import QueueStep
-from tesserae.scheduling.base import POLICIES, queue_policy_names
+from tesserae.scheduling.base import queue_policy_names
 from tesserae.scheduling.per_queue import check_queue_policy
 from tesserae.sim.engine import SimConfig
 from tesserae.sim.predict import Prediction, Snapshot, predict
@@ -123,11 +121,10 @@ class Predictor:
         """The server's run with another policy or placement, which takes the server's options it declares."""
         run = self.run
         if policy is not None:
-            run = run.model_copy(update={"policy": policy, "policy_options": declared(
-                POLICIES.get(policy).Options, run.policy_options)})
+            run = run.model_copy(update={"policy": policy, "policy_options": run.options_for("policy", policy)})
         if placement is not None:
-            run = run.model_copy(update={"placement": placement, "placement_options": declared(
-                PLACEMENTS.get(placement).Options, run.placement_options)})
+            run = run.model_copy(update={"placement": placement,
+                                         "placement_options": run.options_for("placement", placement)})
         return run
 
 

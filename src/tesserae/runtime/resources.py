@@ -1,7 +1,7 @@
 """Resource requests beyond a GPU count: a GPU type, CPUs and memory per job.
 
 - **GPU type** (``gpu_type``): the job runs only on GPUs of that type. The scheduler honours it
-  through the placement (``RoundPlacer.runnable_types``); a placement that chooses types by
+  through the placement (``PlacerBase.runnable_types``); a placement that chooses types by
   throughput (``tesserae``, ``gavel``) refuses such a job at submission.
 - **CPUs and memory** (``cpus``, ``memory_mb``): the job is told (``TESSERAE_CPUS``,
   ``TESSERAE_MEMORY_MB``, and ``OMP_NUM_THREADS`` unless it sets its own), and its run's cgroup

@@ -165,7 +165,7 @@ def model_types(model: ThroughputModel) -> list[str]:
     """The model's job types in a fixed (sorted) order, so that seeded draws do not depend on it."""
     types = sorted(model.job_types())
     if not types:
-        raise InputError(f"throughput model '{getattr(model, 'name', model)}' lists no job types",
+        raise InputError(f"throughput model '{model.name}' lists no job types",
                          field="job_type")
     return types
 
