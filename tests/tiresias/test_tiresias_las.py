@@ -1,4 +1,5 @@
-"""Discretized 2D-LAS: queues, exact demotion instants, running jobs keeping their place, PromoteKnob.
+"""Discretized 2D-LAS: queues, demotion instants (on Tiresias' whole-second clock), running jobs keeping
+their place, PromoteKnob.
 
 Every expected figure is worked out by hand in the comments. The built-in model runs 1 iteration
 per second, so a job's duration is its isolated run time; restart overheads are 0 unless stated.
@@ -68,6 +69,35 @@ def test_multi_gpu_demotion_is_an_event_at_the_exact_crossing() -> None:
     assert recs[0]["preemptions"] == 1
     assert summary["demotions"] == 1
     assert 100.0 in result.timeline["time"].tolist()  # a decision at the demotion instant
+
+
+def test_demotion_waits_for_the_next_whole_second_as_tiresias_clock() -> None:
+    # Threshold 200 GPU-s on 3 GPUs: the crossing is at 66.67 s. Tiresias' simulator wakes at
+    # ceil(200 / 3) = 67 s (its clock counts whole seconds), and so do we by default; with tick=0
+    # the decision is at the exact crossing.
+    t = JobTable([job(0, 0, 3, 5000)])
+    t.status[:] = JobStatus.RUNNING
+    rows = np.array([0])
+    for tick, expected in ((1.0, 67.0), (0.0, 200.0 / 3.0)):
+        p = TiresiasLas(queues=(200.0,), tick=tick)
+        p.order(t, rows, 0.0)
+        assert p.next_event(t, rows, rows, 0.0) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="tick"):
+        TiresiasLas(tick=-1.0)
+
+
+def test_jobs_crossing_within_one_tick_join_the_tail_in_arrival_order() -> None:
+    # Round mode, threshold 600: job 0 (4 GPUs) crossed at 150.5 and job 1 (8 GPUs, arrived later)
+    # at 150.25. Both take effect at the 151 s tick, a tie that arrival order breaks (Tiresias
+    # walks its runnable list, in arrival order); with tick=0 job 1 crossed first and leads.
+    for tick, expected in ((1.0, [0, 1]), (0.0, [1, 0])):
+        t = JobTable([job(0, 0, 4, 5000), job(1, 0, 8, 5000)])
+        t.status[:] = JobStatus.RUNNING
+        p = TiresiasLas(queues=(600.0,), tick=tick)
+        rows = np.arange(2)
+        p.order(t, rows, 0.0)
+        t.attained[:], t.executed[:] = [600.0 + 4 * 99.5, 600.0 + 8 * 99.75], 250.0
+        assert p.order(t, rows, 250.0).tolist() == expected
 
 
 def test_demotion_in_the_middle_of_a_round_takes_the_crossing_instant() -> None:

@@ -5,10 +5,15 @@ queue is a *list whose order persists* from one decision to the next.
 
 - A new job goes to the tail of queue 0.
 - Demotion: a job whose GPU-seconds attained since it last entered queue 0 reach ``T[q]`` goes to
-  the TAIL of queue ``q+1``, at the crossing instant. Attained service grows at ``num_gpus``
-  GPU-seconds per second while a job holds its GPUs, so that instant is exact:
-  ``t = ref - (attained_since_reset - T[q]) / num_gpus``, where ``ref`` is now for a running job
-  and its last stop otherwise; event-driven simulation decides at it (``next_event``).
+  the TAIL of queue ``q+1``. Attained service grows at ``num_gpus`` GPU-seconds per second while a
+  job holds its GPUs, so the crossing instant is exact: ``t = ref - (attained_since_reset - T[q]) /
+  num_gpus``, where ``ref`` is now for a running job and its last stop otherwise. Tiresias'
+  simulator keeps time in whole seconds: its timer wakes a running job at the first whole second
+  at or after the crossing (``ceil((T[q] - GPU-seconds) / num_gpu)`` seconds on), and any event
+  before that finds the job still in its queue. So does this policy (``tick``, default 1 s):
+  event-driven simulation decides at the first tick at or after a crossing (``next_event``), and
+  a decision demotes every job whose crossing is at or before it. With whole-second traces this
+  is the peer's clock exactly; ``tick=0`` demotes at the exact crossing.
 - Promotion (PromoteKnob ``P`` > 0, Tiresias' ``solve_starvation``): a waiting job in a queue below
   0 goes back to the tail of queue 0, its counter reset, once the time it has spent waiting since
   it first ran after its last reset reaches ``P x`` the wall time it has run since that reset.
@@ -54,6 +59,8 @@ DEFAULT_PROMOTE_KNOB = 0.0
 SERVICE_EPS = 1e-4
 #: Seconds of tolerance on a promotion instant, and for two instants to count as simultaneous.
 TIME_EPS = 1e-6
+#: The clock demotions take effect on (s): Tiresias' simulator counts whole seconds.
+DEFAULT_TICK = 1.0
 
 
 def check_thresholds(queues: Sequence[float] | None) -> np.ndarray:
@@ -78,6 +85,9 @@ class QueuesOptions(PluginOptions):
                                      "(K thresholds make K+1 queues; default 3600)")
     promote_knob: float | None = Field(None, ge=0, allow_inf_nan=False,
                                        description="starvation guard P (0 = off, the default)")
+    tick: float = Field(DEFAULT_TICK, ge=0, allow_inf_nan=False,
+                        description="seconds of the clock demotions take effect on: 1 = Tiresias' whole "
+                        "seconds (the default), 0 = the exact crossing")
 
     @field_validator("queues")
     @classmethod
@@ -97,10 +107,14 @@ class TiresiasQueues(SchedulingPolicy):
     orders_inside_queues: ClassVar[bool] = True
     Options: ClassVar[type[PluginOptions]] = QueuesOptions
 
-    def __init__(self, queues: Sequence[float] | None = None, promote_knob: float | None = None) -> None:
+    def __init__(self, queues: Sequence[float] | None = None, promote_knob: float | None = None,
+                 tick: float = DEFAULT_TICK) -> None:
         self.thresholds = check_thresholds(queues)
         self.num_queues = int(self.thresholds.size) + 1
         self.promote_knob = check_knob(promote_knob)
+        if not (math.isfinite(tick) and tick >= 0):
+            raise ValueError(f"tick {tick} must be a finite number of seconds >= 0")
+        self.tick = float(tick)
         self._table: JobTable | None = None
         self._reset(0)
 
@@ -146,6 +160,12 @@ class TiresiasQueues(SchedulingPolicy):
         rows = rows[np.lexsort((self._pos[rows], self._queue[rows]))]
         return [rows[self._queue[rows] == q].tolist() for q in range(self.num_queues)]
 
+    def on_tick(self, t: np.ndarray) -> np.ndarray:
+        """The first tick at or after each instant (one within TIME_EPS after a tick counts as on it)."""
+        if self.tick <= 0:
+            return t
+        return np.ceil((t - TIME_EPS) / self.tick) * self.tick
+
     def service_since_reset(self, table: JobTable, rows: np.ndarray) -> np.ndarray:
         return table.attained[rows] - self._att0[rows]
 
@@ -182,7 +202,9 @@ class TiresiasQueues(SchedulingPolicy):
                 r = old[down]
                 ref = np.where(running[down], now, table.last_stop[r])
                 crossed = self.thresholds[target[down] - 1]
-                instant = ref - np.maximum(since[down] - crossed, 0.0) / table.num_gpus[r]
+                # Demoted when the clock first ticks after the crossing (or now, if sooner).
+                instant = np.minimum(self.on_tick(ref - np.maximum(since[down] - crossed, 0.0) / table.num_gpus[r]),
+                                     now)
                 self.demotions += int((target[down] - self._queue[r]).sum())
                 self._queue[r] = target[down]
                 moved.append(r)
@@ -250,7 +272,7 @@ class TiresiasQueues(SchedulingPolicy):
             if m.any():
                 r = run[m]
                 since = table.attained[r] - self._att0[r]
-                t = now + (self.thresholds[q[m]] - since) / table.num_gpus[r]
+                t = self.on_tick(now + (self.thresholds[q[m]] - since) / table.num_gpus[r])
                 t = t[t > now]
                 if t.size:
                     best = min(best, float(t.min()))

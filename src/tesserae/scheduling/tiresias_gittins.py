@@ -51,7 +51,7 @@ from pydantic import Field
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobTable
 from tesserae.core.plugins import PluginOptions, RunContext
-from tesserae.scheduling._tiresias_queues import SERVICE_EPS, QueuesOptions, TiresiasQueues
+from tesserae.scheduling._tiresias_queues import DEFAULT_TICK, SERVICE_EPS, QueuesOptions, TiresiasQueues
 from tesserae.scheduling.base import register
 
 DEFAULT_MIN_SAMPLES = 10
@@ -197,8 +197,8 @@ class TiresiasGittins(TiresiasQueues):
     def __init__(self, queues: Sequence[float] | None = None, promote_knob: float | None = None,
                  prior: Sequence[float] | np.ndarray | None = None, quantum: float | None = None,
                  min_samples: int = DEFAULT_MIN_SAMPLES, prior_source: str | None = None,
-                 index_form: str | None = None) -> None:
-        super().__init__(queues, promote_knob)
+                 index_form: str | None = None, tick: float = DEFAULT_TICK) -> None:
+        super().__init__(queues, promote_knob, tick)
         self.index_form = DEFAULT_INDEX_FORM if index_form is None else index_form
         if self.index_form not in INDEX_FORMS:
             raise InputError(f"unknown Gittins index '{self.index_form}'; choose one of: {', '.join(INDEX_FORMS)}",
@@ -218,7 +218,8 @@ class TiresiasGittins(TiresiasQueues):
         path = options.gittins_prior
         return cls(queues=options.queues, promote_knob=options.promote_knob,
                    prior=None if path is None else read_gittins_prior(path), quantum=options.gittins_quantum,
-                   min_samples=options.gittins_min_samples, prior_source=path, index_form=options.gittins_index)
+                   min_samples=options.gittins_min_samples, prior_source=path, index_form=options.gittins_index,
+                   tick=options.tick)
 
     # ------------------------------------------------------------------ learning
     def _reset_learning(self) -> None:
