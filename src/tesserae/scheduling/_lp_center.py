@@ -291,8 +291,8 @@ def _inverse_cholesky(a: np.ndarray) -> np.ndarray:
             acc = red(L[:, j, :j, None] * inv[:, :j, :], axis=1)
             acc[:, j] -= 1.0
             inv[:, j, :] = acc / -root[:, None]
-    if not (diag > 0).all() or not np.isfinite(diag).all():  # a NaN pivot propagates to the last
-        raise np.linalg.LinAlgError("not positive definite")
+    if not (diag > 0).all() or not np.isfinite(diag).all() or not np.isfinite(inv).all():
+        raise np.linalg.LinAlgError("not numerically positive definite")  # a NaN pivot propagates to the last
     return inv
 
 
