@@ -84,6 +84,10 @@ def test_demotion_waits_for_the_next_whole_second_as_tiresias_clock() -> None:
         assert p.next_event(t, rows, rows, 0.0) == pytest.approx(expected)
     with pytest.raises(ValueError, match="tick"):
         TiresiasLas(tick=-1.0)
+    assert make_policy("tiresias-las").tick == 1.0 and make_policy("tiresias-las", {"tick": "0"}).tick == 0.0
+    assert make_policy("tiresias-gittins", {"tick": "0.5"}).tick == 0.5
+    with pytest.raises(InputError, match="option 'tick'"):
+        make_policy("tiresias-las", {"tick": "-1"})
 
 
 def test_jobs_crossing_within_one_tick_join_the_tail_in_arrival_order() -> None:
