@@ -36,9 +36,9 @@ from tesserae.config import RunSpec
 from tesserae.core.errors import InputError
 
 if TYPE_CHECKING:
-    from tesserae.runtime.controller import Controller
-    from tesserae.runtime.executor import Executor
-    from tesserae.runtime.state_folder import StateFolder
+    from tesserae.runtime.controller.loop import Controller
+    from tesserae.runtime.executor.protocol import Executor
+    from tesserae.runtime.store.state_folder import StateFolder
 
 EXECUTORS = ("local", "ray")
 
@@ -127,7 +127,7 @@ def check_policy(run: RunSpec) -> None:
 
 def _check_options(opts: ServerOptions) -> tuple[str, ...]:
     """The option checks that need nothing but the options; returns the checked ``--pass-env`` names."""
-    from tesserae.runtime.job_env import check_pass_env
+    from tesserae.runtime.job.env import check_pass_env
 
     if opts.executor not in EXECUTORS:
         raise InputError(f"unknown executor '{opts.executor}'; choose local or ray", field="executor")
@@ -149,13 +149,13 @@ def _check_options(opts: ServerOptions) -> tuple[str, ...]:
 def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[Any]:
     """The executor ``--executor`` names, checked as far as it can be before anything is written."""
     if opts.executor == "ray":
-        from tesserae.runtime.ray_executor import RayExecutor
+        from tesserae.runtime.ray.executor import RayExecutor
 
         if opts.ray_address is not None and opts.virtual_gpus is not None:
             raise InputError("--virtual-gpus declares the GPUs of a local Ray instance; on a Ray cluster declare "
                              "them per node with 'ray start --num-gpus N'", field="virtual-gpus")
-        from tesserae.runtime.node_net import parse_ports
-        from tesserae.runtime.ray_lease import DEFAULT_LEASE
+        from tesserae.runtime.executor.node_net import parse_ports
+        from tesserae.runtime.ray.lease import DEFAULT_LEASE
 
         try:
             ports = None if opts.master_ports is None else parse_ports(opts.master_ports)
@@ -166,8 +166,8 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
                           lease_seconds=opts.ray_lease or DEFAULT_LEASE, split_logs=True, master_ports=ports)
         ray.check_address()
         return ray
-    from tesserae.runtime.gpus import discover
-    from tesserae.runtime.local_executor import LocalExecutor
+    from tesserae.runtime.executor.gpus import discover
+    from tesserae.runtime.local.executor import LocalExecutor
 
     return LocalExecutor(discover(opts.virtual_gpus, opts.gpu_type), detect_cgroups=opts.cgroups == "auto",
                          pass_env=pass_env, log=say)
@@ -176,12 +176,12 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
 def serve(opts: ServerOptions) -> None:
     from tesserae.config import build_scheduler
     from tesserae.profiles.loader import load_profile
-    from tesserae.runtime import isolation as iso
-    from tesserae.runtime import tenancy as tenancy_mod
-    from tesserae.runtime.api import create_app
-    from tesserae.runtime.controller import Controller, ControllerConfig
-    from tesserae.runtime.prediction import Predictor
-    from tesserae.runtime.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
+    from tesserae.runtime.api.app import create_app
+    from tesserae.runtime.controller import tenancy as tenancy_mod
+    from tesserae.runtime.controller.loop import Controller, ControllerConfig
+    from tesserae.runtime.controller.prediction import Predictor
+    from tesserae.runtime.job import isolation as iso
+    from tesserae.runtime.store.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
 
     pass_env = _check_options(opts)
     executor = make_executor(opts, pass_env)
@@ -263,7 +263,7 @@ def _run(opts: ServerOptions, app: Any, controller: Controller, sock: socket.soc
     import uvicorn
 
     from tesserae.runtime.detach import watch_ready
-    from tesserae.runtime.state_folder import SERVER_FILE
+    from tesserae.runtime.store.state_folder import SERVER_FILE
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=5)

@@ -20,7 +20,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
-from tesserae.runtime.controller import Controller
+from tesserae.runtime.controller.loop import Controller
 from tesserae.web import session as sess
 from tesserae.web.assets import STATIC_DIR, STATIC_URL
 from tesserae.web.login_limits import LoginLimits, retry_after
@@ -143,8 +143,8 @@ class Dashboard:
 
 def mount_web(app: FastAPI, controller: Controller, info: dict[str, Any]) -> Dashboard:
     """Add the dashboard (``/ui``), its read-only API routes and its static files to the API app."""
+    from tesserae.runtime.api.cluster import extra_router
     from tesserae.web import cluster_pages, job_pages
-    from tesserae.web.extra_api import extra_router
 
     dash = Dashboard(app, controller, info)
     app.include_router(extra_router(controller))

@@ -19,7 +19,7 @@ from rich.table import Table
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.core.errors import InputError
 from tesserae.runtime.commands.common import client, console, duration, iterations
-from tesserae.runtime.lifecycle import parse_duration
+from tesserae.runtime.controller.lifecycle import parse_duration
 
 TIME_HELP = "ISO date/time (local), now, 2h (ago), now-1d, or @UNIX-SECONDS"
 

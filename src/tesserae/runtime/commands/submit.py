@@ -10,8 +10,8 @@ import typer
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.core.errors import InputError
 from tesserae.runtime.commands.common import client, err, parse_job_id
-from tesserae.runtime.lifecycle import MAX_RETRIES, parse_array, parse_duration
-from tesserae.runtime.resources import MAX_CPUS, parse_memory
+from tesserae.runtime.controller.lifecycle import MAX_RETRIES, parse_array, parse_duration
+from tesserae.runtime.job.resources import MAX_CPUS, parse_memory
 
 
 def register(app: typer.Typer) -> None:

@@ -1,0 +1,153 @@
+"""Read-only JSON routes the dashboard needs and the core API lacks: nodes, queue order, usage, runs.
+
+They follow the API's rules: ``Authorization: Bearer TOKEN``; a user sees the names of their own
+jobs only (other users' jobs appear with their id and user, as on ``/v1/cluster``); an admin sees
+everything. They read the store and the controller's latest decision, and change nothing.
+"""
+
+
+import json
+import time
+from dataclasses import asdict
+from typing import Annotated, Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from tesserae.runtime.api.jobs import JobId
+from tesserae.runtime.controller.loop import Controller
+from tesserae.runtime.controller.pending import policy_order
+from tesserae.runtime.store.database import RUNNABLE_STATES, Principal
+from tesserae.scheduling.base import QueueInspect
+
+#: Most time bins one usage query may ask for.
+MAX_BINS = 500
+#: Longest usage window (seconds): a year.
+MAX_WINDOW = 366 * 86400.0
+
+
+def bearer_principal(controller: Controller) -> Any:
+    """A FastAPI dependency: the principal of the request's bearer token (401 otherwise)."""
+    bearer = HTTPBearer(auto_error=False, description="A Tesserae token (tsr_...).")
+
+    def principal(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
+        if creds is None or not creds.credentials:
+            raise HTTPException(401, "missing token: send 'Authorization: Bearer TOKEN'",
+                                headers={"WWW-Authenticate": "Bearer"})
+        who = controller.store.authenticate(creds.credentials)
+        if who is None:
+            raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
+        return who
+
+    return principal
+
+
+def node_view(controller: Controller) -> list[dict[str, Any]]:
+    """Every node of the scheduler's view, its GPUs (global ids) and its state (``Executor.nodes``).
+
+    A Ray node that left (``dead``) stays in the view until the next decision; one that Ray drains
+    is ``draining``. The local executor's machine is one node per GPU type, always ``alive``.
+    """
+    return [asdict(node) for node in controller.executor.nodes()]
+
+
+def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gpus: int,
+                 user: str | None) -> dict[str, Any]:
+    """GPU-hours per user per time bin, and utilisation, over ``[now - window, now]``.
+
+    ``rows`` are runs (``start_time``, ``end_time`` or None while running, ``gpus`` JSON,
+    ``user``). With ``user`` set (a non-admin) other users are summed as ``"(other users)"``.
+    """
+    edges = np.linspace(now - window, now, bins + 1)
+    per_user: dict[str, np.ndarray] = {}
+    busy = np.zeros(bins)
+    for r in rows:
+        start = float(r["start_time"])
+        end = now if r["end_time"] is None else float(r["end_time"])
+        overlap = np.clip(np.minimum(edges[1:], end) - np.maximum(edges[:-1], start), 0.0, None)
+        if not overlap.any():
+            continue
+        gpu_seconds = overlap * len(json.loads(r["gpus"]))
+        name = r["user"] if user is None or r["user"] == user else "(other users)"
+        per_user.setdefault(name, np.zeros(bins))
+        per_user[name] += gpu_seconds
+        busy += gpu_seconds
+    width = window / bins
+    return {
+        "start": float(edges[0]), "end": float(now), "bin_seconds": width, "total_gpus": total_gpus,
+        "bin_start": [float(x) for x in edges[:-1]],
+        "gpu_hours": {u: [round(float(x) / 3600.0, 6) for x in v] for u, v in sorted(per_user.items())},
+        "utilization": [round(float(x) / (width * total_gpus), 6) if total_gpus else 0.0 for x in busy],
+        "gpu_hours_total": {u: round(float(v.sum()) / 3600.0, 6) for u, v in sorted(per_user.items())},
+        "queues": None,
+    }
+
+
+def extra_router(controller: Controller) -> APIRouter:
+    store = controller.store
+    router = APIRouter()
+    Who = Annotated[Principal, Depends(bearer_principal(controller))]
+
+    @router.get("/v1/nodes", tags=["cluster"])
+    def nodes(who: Who) -> dict[str, Any]:
+        """Nodes of the cluster with their GPUs (global ids as in ``/v1/cluster``) and state
+        (``alive``, ``draining`` or ``dead``)."""
+        return {"nodes": node_view(controller)}
+
+    @router.get("/v1/queue", tags=["cluster"])
+    def queue(who: Who) -> dict[str, Any]:
+        """Waiting jobs in the scheduling policy's order at the latest decision, with their queue
+        (Tiresias level) where the policy has queues. Jobs submitted since come last, marked
+        ``ordered: false``. Other users' jobs come without their name."""
+        order, levels = policy_order(controller)
+        rows = store.query(f"SELECT id, user, name, num_gpus, state, submit_time, last_stop, attained, "
+                           f"preemptions FROM jobs WHERE state IN ({','.join('?' * len(RUNNABLE_STATES))}) "
+                           "AND cancel_requested=0", RUNNABLE_STATES)
+        waiting = {int(r["id"]): r for r in rows}
+        position = {j: i for i, j in enumerate(order)}
+        ids = sorted(waiting, key=lambda j: (j not in position, position.get(j, 0), j))
+        out = []
+        for j in ids:
+            r = waiting[j]
+            mine = who.admin or r["user"] == who.user
+            out.append({"id": j, "user": r["user"], "name": r["name"] if mine else None, "gpus": int(r["num_gpus"]),
+                        "state": r["state"], "submit_time": float(r["submit_time"]),
+                        "waiting_since": float(r["last_stop"] or r["submit_time"]),
+                        "attained_gpu_seconds": float(r["attained"]), "preemptions": int(r["preemptions"]),
+                        "ordered": j in position, "queue": levels.get(j)})
+        policy = controller.scheduler.policy
+        queues = isinstance(policy, QueueInspect)
+        return {"policy": policy.name, "queues": policy.num_queues if queues else None,
+                "queue_thresholds": [float(x) for x in policy.thresholds] if queues else [],
+                "last_decision_time": controller.stats.last_decision, "jobs": out}
+
+    @router.get("/v1/usage", tags=["cluster"])
+    def usage(who: Who,
+              window: Annotated[float, Query(ge=1.0, le=MAX_WINDOW, description="Seconds back from now.")] = 86400.0,
+              bins: Annotated[int, Query(ge=1, le=MAX_BINS)] = 48) -> dict[str, Any]:
+        """GPU-hours per user per time bin and utilisation (GPU-seconds held / GPU-seconds there),
+        over the last ``window`` seconds. A user sees their own GPU-hours and the rest summed as
+        "(other users)"; an admin sees every user."""
+        now = time.time()
+        rows = store.query("SELECT a.start_time, a.end_time, a.gpus, j.user FROM allocations a JOIN jobs j "
+                           "ON j.id = a.job_id WHERE a.pid IS NOT NULL AND (a.end_time IS NULL OR a.end_time > ?)",
+                           (now - window,))
+        return usage_series(rows, now, window, bins, len(controller.executor.gpus), None if who.admin else who.user)
+
+    @router.get("/v1/jobs/{job_id}/runs", tags=["jobs"])
+    def runs(job_id: JobId, who: Who) -> dict[str, Any]:
+        """Every run of a job: GPUs, the job sharing them (packing), start, end and outcome."""
+        row = store.one("SELECT user FROM jobs WHERE id=?", (job_id,))
+        if row is None:
+            raise HTTPException(404, f"job {job_id} does not exist")
+        if not who.admin and row["user"] != who.user:
+            raise HTTPException(403, f"job {job_id} belongs to another user")
+        allocs = store.query("SELECT * FROM allocations WHERE job_id=? ORDER BY id", (job_id,))
+        return {"runs": [{"run": int(a["id"]), "gpus": json.loads(a["gpus"]), "partner": a["partner"],
+                          "strategy": a["strategy"], "phase": a["phase"], "start_time": float(a["start_time"]),
+                          "end_time": None if a["end_time"] is None else float(a["end_time"]),
+                          "outcome": a["outcome"], "exit_code": a["exit_code"], "stop_reason": a["stop_reason"]}
+                         for a in allocs]}
+
+    return router
