@@ -45,7 +45,8 @@ from tesserae.runtime.api.what_if import add_what_if_routes
 from tesserae.runtime.controller import pending
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.controller.tenancy import QueueRefused
-from tesserae.runtime.store.database import JOB_STATES, Principal
+from tesserae.runtime.store import allocations, counts
+from tesserae.runtime.store.database import Principal
 
 
 def _shown(part: object) -> str:
@@ -143,21 +144,16 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(who: Who) -> dict[str, Any]:
         """GPUs, what runs on each, and the queue."""
-        allocs = store.query("SELECT a.job_id, a.gpus, a.phase, j.user, j.name FROM allocations a "
-                             "JOIN jobs j ON j.id = a.job_id WHERE a.phase != 'ended'")
         on_gpu: dict[int, list[dict[str, Any]]] = {}
-        for a in allocs:
+        for a in allocations.unended_with_owner(store):
             mine = who.admin or a["user"] == who.user
             for g in json.loads(a["gpus"]):
                 on_gpu.setdefault(g, []).append({"job": int(a["job_id"]), "user": a["user"],
                                                  "name": a["name"] if mine else None, "phase": a["phase"]})
         gpus = [{"id": i, "device": g.device, "type": g.gpu_type, "name": g.name, "memory_gb": g.memory_gb,
                  "virtual": g.virtual, "jobs": on_gpu.get(i, [])} for i, g in enumerate(controller.executor.gpus)]
-        counts = {s: 0 for s in JOB_STATES}
-        for r in store.query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state"):
-            counts[r["state"]] = int(r["n"])
         return {**info, "gpus": gpus, "gpus_total": len(gpus),
-                "gpus_in_use": sum(1 for g in gpus if g["jobs"]), "jobs": counts,
+                "gpus_in_use": sum(1 for g in gpus if g["jobs"]), "jobs": counts.jobs_by_state(store),
                 "queue": pending.queue_view(controller, None if who.admin else who.user),
                 "rounds": controller.stats.rounds, "last_decision_time": controller.stats.last_decision}
 

@@ -18,7 +18,8 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from tesserae.runtime.api.jobs import JobId
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.controller.pending import policy_order
-from tesserae.runtime.store.database import RUNNABLE_STATES, Principal
+from tesserae.runtime.store import allocations, jobs
+from tesserae.runtime.store.database import Principal
 from tesserae.scheduling.base import QueueInspect
 
 #: Most time bins one usage query may ask for.
@@ -101,10 +102,7 @@ def extra_router(controller: Controller) -> APIRouter:
         (Tiresias level) where the policy has queues. Jobs submitted since come last, marked
         ``ordered: false``. Other users' jobs come without their name."""
         order, levels = policy_order(controller)
-        rows = store.query(f"SELECT id, user, name, num_gpus, state, submit_time, last_stop, attained, "
-                           f"preemptions FROM jobs WHERE state IN ({','.join('?' * len(RUNNABLE_STATES))}) "
-                           "AND cancel_requested=0", RUNNABLE_STATES)
-        waiting = {int(r["id"]): r for r in rows}
+        waiting = {int(r["id"]): r for r in jobs.waiting(store)}
         position = {j: i for i, j in enumerate(order)}
         ids = sorted(waiting, key=lambda j: (j not in position, position.get(j, 0), j))
         out = []
@@ -130,20 +128,18 @@ def extra_router(controller: Controller) -> APIRouter:
         over the last ``window`` seconds. A user sees their own GPU-hours and the rest summed as
         "(other users)"; an admin sees every user."""
         now = time.time()
-        rows = store.query("SELECT a.start_time, a.end_time, a.gpus, j.user FROM allocations a JOIN jobs j "
-                           "ON j.id = a.job_id WHERE a.pid IS NOT NULL AND (a.end_time IS NULL OR a.end_time > ?)",
-                           (now - window,))
-        return usage_series(rows, now, window, bins, len(controller.executor.gpus), None if who.admin else who.user)
+        return usage_series(allocations.ran_since(store, now - window), now, window, bins,
+                            len(controller.executor.gpus), None if who.admin else who.user)
 
     @router.get("/v1/jobs/{job_id}/runs", tags=["jobs"])
     def runs(job_id: JobId, who: Who) -> dict[str, Any]:
         """Every run of a job: GPUs, the job sharing them (packing), start, end and outcome."""
-        row = store.one("SELECT user FROM jobs WHERE id=?", (job_id,))
-        if row is None:
+        user = jobs.owner(store, job_id)
+        if user is None:
             raise HTTPException(404, f"job {job_id} does not exist")
-        if not who.admin and row["user"] != who.user:
+        if not who.admin and user != who.user:
             raise HTTPException(403, f"job {job_id} belongs to another user")
-        allocs = store.query("SELECT * FROM allocations WHERE job_id=? ORDER BY id", (job_id,))
+        allocs = allocations.of_job(store, job_id)
         return {"runs": [{"run": int(a["id"]), "gpus": json.loads(a["gpus"]), "partner": a["partner"],
                           "strategy": a["strategy"], "phase": a["phase"], "start_time": float(a["start_time"]),
                           "end_time": None if a["end_time"] is None else float(a["end_time"]),

@@ -7,7 +7,6 @@ created (status 200); the same key with another body is a 409.
 
 import json
 import re
-import sqlite3
 import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -18,13 +17,13 @@ from fastapi import Path as PathParam
 from tesserae.runtime.api.limits import ErrorBody
 from tesserae.runtime.api.models import JobSubmission, SubmitError, check_submission, default_name, request_hash
 from tesserae.runtime.api.queues import annotate, queue_for
-from tesserae.runtime.api.submission import check_dependencies, insert_jobs, lifecycle_columns
+from tesserae.runtime.api.submission import check_dependencies, lifecycle_columns
 from tesserae.runtime.api.views import job_view
 from tesserae.runtime.controller import pending
 from tesserae.runtime.controller.lifecycle import parse_array
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.job.files import MAX_INT, read_log, tail_offset
-from tesserae.runtime.store import accounting
+from tesserae.runtime.store import allocations, jobs
 from tesserae.runtime.store.database import FINAL_STATES, JOB_STATES, Principal, Store
 
 LOG_CHUNK = 1 << 20
@@ -39,18 +38,12 @@ JobState = Literal[JOB_STATES]  # type: ignore[valid-type]
 
 def owned_job(store: Store, job_id: int, who: Principal) -> Any:
     """The job's row; 404 when there is none, 403 when it is another user's (unless ``who`` is an admin)."""
-    row = store.one("SELECT * FROM jobs WHERE id=?", (job_id,))
+    row = jobs.get(store, job_id)
     if row is None:
         raise HTTPException(404, f"job {job_id} does not exist")
     if not who.admin and row["user"] != who.user:
         raise HTTPException(403, f"job {job_id} belongs to another user")
     return row
-
-
-def current_run(store: Store, job_id: int) -> Any | None:
-    """The job's run that has not ended, if any."""
-    return store.one("SELECT * FROM allocations WHERE job_id=? AND phase != 'ended' ORDER BY id DESC LIMIT 1",
-                     (job_id,))
 
 
 def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
@@ -61,7 +54,7 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
         return owned_job(store, job_id, who)
 
     def live_allocation(job_id: int) -> Any | None:
-        return current_run(store, job_id)
+        return allocations.current(store, job_id)
 
     job_links = {name: {"operationId": op, "parameters": {"job_id": "$response.body#/id"}}
                  for name, op in (("ShowJob", "show_v1_jobs__job_id__get"),
@@ -102,28 +95,26 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                    "idempotency_key": idempotency_key, "request_hash": digest, "queue": queue,
                    "priority_class": sub.priority_class, **lifecycle_columns(sub)}
         try:
-            with store.tx():
-                job_ids = insert_jobs(store, controller.job_ids, columns,
-                                      parse_array(sub.array) if sub.array is not None else None)
-        except sqlite3.IntegrityError:  # the same key, submitted concurrently: the other request won
+            job_ids = jobs.insert_jobs(store, controller.job_ids, columns,
+                                       parse_array(sub.array) if sub.array is not None else None)
+        except jobs.KeyTaken:  # the same key, submitted concurrently: the other request won
             replay = _replay(who, idempotency_key or "", digest)
             if replay is None:
                 raise
             response.status_code = 200
             return replay
         controller.wake()
-        row = store.one("SELECT * FROM jobs WHERE id=?", (job_ids[0],))
+        row = jobs.get(store, job_ids[0])
         return {**job_view(row, None), "array_job_ids": job_ids if sub.array is not None else None}
 
     def _replay(who: Principal, key: str, digest: str) -> dict[str, Any] | None:
-        row = store.one("SELECT * FROM jobs WHERE user=? AND idempotency_key=?", (who.user, key))
+        row = jobs.by_idempotency_key(store, who.user, key)
         if row is None:
             return None
         if row["request_hash"] != digest:
             raise HTTPException(409, f"this Idempotency-Key was already used for another submission (job "
                                      f"{row['id']}); use a new key for a new job")
-        tasks = None if row["array_job"] is None else [int(r["id"]) for r in store.query(
-            "SELECT id FROM jobs WHERE array_job=? ORDER BY id", (row["id"],))]
+        tasks = None if row["array_job"] is None else jobs.array_tasks(store, int(row["id"]))
         return {**job_view(row, live_allocation(int(row["id"]))), "array_job_ids": tasks}
 
     @app.get("/v1/jobs", tags=["jobs"])
@@ -144,16 +135,9 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
             raise HTTPException(403, f"only an admin token sees another user's jobs ({user})")
         if since is not None and until is not None and until < since:
             raise HTTPException(422, "'until' is before 'since'")
-        sql, params = "SELECT * FROM jobs WHERE 1=1", []
-        if not who.admin or user is not None:
-            sql += " AND user=?"
-            params.append(user or who.user)
-        if state is not None:
-            sql += " AND state=?"
-            params.append(state)
-        window, window_params = accounting.window_filter(since, until)
-        rows = store.query(sql + window + " ORDER BY id DESC LIMIT ?", (*params, *window_params, limit))
-        allocs = {int(a["job_id"]): a for a in store.query("SELECT * FROM allocations WHERE phase != 'ended'")}
+        owner = (user or who.user) if not who.admin or user is not None else None
+        rows = jobs.listing(store, user=owner, state=state, since=since, until=until, limit=limit)
+        allocs = allocations.unended_by_job(store)
         waits = pending.describe(controller)
         return {"jobs": annotate(controller, [job_view(r, allocs.get(int(r["id"])), pending=waits.get(int(r["id"])))
                                               for r in reversed(rows)])}
@@ -161,8 +145,7 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def show(job_id: JobId, who: Who) -> dict[str, Any]:
         row = own_job(job_id, who)
-        events = store.query("SELECT * FROM events WHERE job_id=? ORDER BY id", (job_id,))
-        return annotate(controller, [job_view(row, live_allocation(job_id), events,
+        return annotate(controller, [job_view(row, live_allocation(job_id), jobs.events(store, job_id),
                                               pending.describe(controller).get(job_id))])[0]
 
     @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"],
@@ -173,16 +156,15 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
         if row["state"] in FINAL_STATES:
             raise HTTPException(409, f"job {job_id} is already {row['state']}")
         controller.cancel(job_id, who.user)
-        return job_view(store.one("SELECT * FROM jobs WHERE id=?", (job_id,)), live_allocation(job_id))
+        return job_view(jobs.get(store, job_id), live_allocation(job_id))
 
     def node_log(job_id: int, node: int, run: int | None) -> Path:
         """The log of a run's node ``node`` (``runs/RUN/part-K/output.log``); 404 when there is none."""
         if run is None:
-            last = store.one("SELECT MAX(id) AS id FROM allocations WHERE job_id=?", (job_id,))
-            run = None if last is None or last["id"] is None else int(last["id"])
+            run = allocations.latest_id(store, job_id)
             if run is None:
                 raise HTTPException(404, f"job {job_id} has not run yet")
-        elif store.one("SELECT 1 FROM allocations WHERE id=? AND job_id=?", (run, job_id)) is None:
+        elif not allocations.is_run_of(store, run, job_id):
             raise HTTPException(404, f"job {job_id} has no run {run}")
         path = controller.paths.run_dir(job_id, run) / f"part-{node}" / "output.log"
         if not path.is_file():

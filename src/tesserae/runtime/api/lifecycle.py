@@ -13,13 +13,13 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException
 
-from tesserae.runtime.api.jobs import JobId, current_run, owned_job
+from tesserae.runtime.api.jobs import JobId, owned_job
 from tesserae.runtime.api.limits import ErrorBody
 from tesserae.runtime.api.models import check_env_allowed
 from tesserae.runtime.api.queues import queue_for
-from tesserae.runtime.api.submission import insert_jobs
 from tesserae.runtime.api.views import job_view
 from tesserae.runtime.controller.loop import Controller
+from tesserae.runtime.store import allocations, jobs
 from tesserae.runtime.store.database import FINAL_STATES, RUNNABLE_STATES, Principal
 
 #: The columns a resubmission copies.
@@ -32,32 +32,23 @@ def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None
     conflict = {409: {"model": ErrorBody, "description": "The job is not in a state this applies to."}}
 
     def answer(job_id: int) -> dict[str, Any]:
-        return job_view(store.one("SELECT * FROM jobs WHERE id=?", (job_id,)), current_run(store, job_id))
+        return job_view(jobs.get(store, job_id), allocations.current(store, job_id))
 
     @app.post("/v1/jobs/{job_id}/hold", tags=["jobs"], responses=conflict)
     def hold(job_id: JobId, who: Who) -> dict[str, Any]:
         """Hold a waiting job: it is not scheduled until released (a running job cannot be held)."""
         owned_job(store, job_id, who)
-        now = time.time()
-        with store.tx() as c:
-            row = c.execute("SELECT state, held FROM jobs WHERE id=?", (job_id,)).fetchone()
-            if row["state"] not in RUNNABLE_STATES:
-                raise HTTPException(409, f"job {job_id} is {row['state']}; only a waiting job can be held")
-            if not row["held"]:
-                c.execute("UPDATE jobs SET held=1 WHERE id=?", (job_id,))
-                store.event(job_id, "held", {"by": who.user}, now)
+        state = jobs.hold(store, job_id, who.user, time.time())
+        if state not in RUNNABLE_STATES:
+            raise HTTPException(409, f"job {job_id} is {state}; only a waiting job can be held")
         return answer(job_id)
 
     @app.post("/v1/jobs/{job_id}/release", tags=["jobs"], responses=conflict)
     def release(job_id: JobId, who: Who) -> dict[str, Any]:
         """Release a held job: it waits for the scheduler again."""
         owned_job(store, job_id, who)
-        with store.tx() as c:
-            row = c.execute("SELECT state, held FROM jobs WHERE id=?", (job_id,)).fetchone()
-            if not row["held"] or row["state"] not in RUNNABLE_STATES:
-                raise HTTPException(409, f"job {job_id} is not held")
-            c.execute("UPDATE jobs SET held=0 WHERE id=?", (job_id,))
-            store.event(job_id, "released", {"by": who.user})
+        if not jobs.release(store, job_id, who.user):
+            raise HTTPException(409, f"job {job_id} is not held")
         controller.wake()
         return answer(job_id)
 
@@ -74,10 +65,6 @@ def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None
         columns["queue"] = queue_for(controller, Principal(str(row["user"]), who.admin), row["queue"] or None,
                                      str(row["priority_class"]), int(row["num_gpus"]))
         columns.update(state="queued", submit_time=now, last_stop=now, resubmit_of=job_id)
-        with store.tx():
-            new_id = insert_jobs(store, controller.job_ids, columns, None)[0]
-            if row["array_index"] is not None:  # the same task of the same array
-                store.execute("UPDATE jobs SET array_job=?, array_index=? WHERE id=?",
-                              (row["array_job"], row["array_index"], new_id))
+        new_id = jobs.insert_jobs(store, controller.job_ids, columns, None, same_task_as=row)[0]
         controller.wake()
         return answer(new_id)

@@ -16,11 +16,12 @@ from fastapi import Path as PathParam
 
 from tesserae.core.queues import QUEUE_NAME_PATTERN
 from tesserae.runtime.controller.tenancy import QueueRefused
-from tesserae.runtime.store.database import ACTIVE_STATES, Principal
+from tesserae.runtime.store import counts, jobs
+from tesserae.runtime.store.database import RUNNABLE_STATES, Principal
 
 QueueName = Annotated[str, PathParam(min_length=1, max_length=64, pattern=QUEUE_NAME_PATTERN,
                                      description="A queue's name.")]
-WAITING = ("queued", "preempted")
+WAITING = RUNNABLE_STATES
 
 
 def queue_for(controller: Any, who: Principal, queue: str | None, priority_class: str, gpus: int) -> str:
@@ -36,23 +37,11 @@ def queue_for(controller: Any, who: Principal, queue: str | None, priority_class
     return str(tenancy.resolve(who.user, who.admin, queue, priority_class, gpus))
 
 
-def queue_counts(store: Any) -> dict[str, dict[str, int]]:
-    """Active jobs per stored queue name: waiting and running."""
-    marks = ",".join("?" * len(ACTIVE_STATES))
-    out: dict[str, dict[str, int]] = {}
-    for r in store.query(f"SELECT queue, state, COUNT(*) AS n FROM jobs WHERE state IN ({marks}) "
-                         "GROUP BY queue, state", ACTIVE_STATES):
-        key = "waiting" if r["state"] in WAITING else "running"
-        slot = out.setdefault(str(r["queue"]), {"waiting": 0, "running": 0})
-        slot[key] += int(r["n"])
-    return out
-
-
 def queue_rows(controller: Any) -> list[dict[str, Any]]:
     tenancy = controller.tenancy
     if tenancy is None:
         return []
-    return list(tenancy.describe(controller.scheduler, queue_counts(controller.store)))
+    return list(tenancy.describe(controller.scheduler, counts.active_by_queue(controller.store)))
 
 
 def annotate(controller: Any, views: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -98,10 +87,7 @@ def add_queue_routes(app: FastAPI, controller: Any, Who: Any) -> None:
         if tenancy is None:
             raise HTTPException(409, "this server was started without tenant queues support (policy "
                                      f"'{controller.scheduler.policy.name}')")
-        active = [(int(r["id"]), str(r["queue"]), str(r["user"])) for r in controller.store.query(
-            f"SELECT id, queue, user FROM jobs WHERE state IN ({','.join('?' * len(ACTIVE_STATES))}) "
-            "AND cancel_requested=0", ACTIVE_STATES)]
-        tenancy.replace(body, who.user, active)
+        tenancy.replace(body, who.user, jobs.active_queues(controller.store, cancelling=False))
         controller.store.event(None, "queues-replaced", {"by": who.user})
         controller.wake()
         return {"queues": tenancy.tree.describe() if tenancy.tree is not None else [], "source": tenancy.source}

@@ -1,5 +1,5 @@
-"""Storing a submission: its rows (one per task of an array), its lifecycle columns, its dependencies'
-checks. Shared by ``POST /v1/jobs`` and resubmission (``api_lifecycle``)."""
+"""A submission's lifecycle columns and its dependencies' checks (``POST /v1/jobs``); its rows (one per
+task of an array) are stored by ``store.jobs.insert_jobs``."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from tesserae.runtime.api.models import JobSubmission, SubmitError
+from tesserae.runtime.store import jobs
 from tesserae.runtime.store.database import Principal, Store
-from tesserae.runtime.store.job_ids import JobIds
 
 
 def lifecycle_columns(sub: JobSubmission) -> dict[str, Any]:
@@ -24,33 +24,8 @@ def check_dependencies(store: Store, sub: JobSubmission, who: Principal) -> None
     """Each dependency names an existing job the submitter may see (422 naming the field otherwise)."""
     for field, ids in (("after", sub.after), ("after_ok", sub.after_ok)):
         for job_id in ids:
-            row = store.one("SELECT user FROM jobs WHERE id=?", (job_id,))
-            if row is None:
+            user = jobs.owner(store, job_id)
+            if user is None:
                 raise SubmitError(field, f"job {job_id} does not exist")
-            if not who.admin and row["user"] != who.user:
+            if not who.admin and user != who.user:
                 raise SubmitError(field, f"job {job_id} belongs to another user")
-
-
-def insert_jobs(store: Store, ids_source: JobIds, columns: dict[str, Any], indexes: list[int] | None) -> list[int]:
-    """Insert one job, or one per array index (the first task's id names the array; only it keeps the
-    idempotency key). Inside the caller's transaction; each id is claimed (``job_ids``: reserved, its
-    folder made) before it is used, and the folders are durable before the caller commits."""
-    names = ", ".join(columns)
-    sql = (f"INSERT INTO jobs (id, {names}, array_job, array_index) VALUES (?, {', '.join('?' * len(columns))}, "
-           "?, ?)")
-    ids: list[int] = []
-    for index in indexes if indexes is not None else [None]:
-        values = dict(columns)
-        if ids:
-            values["idempotency_key"] = None
-        job_id = ids_source.claim(max(store.next_job_id(), ids[-1] + 1 if ids else 1))
-        store.execute(sql, (job_id, *values.values(), None, index))
-        if index is not None:
-            store.execute("UPDATE jobs SET array_job=? WHERE id=?", (ids[0] if ids else job_id, job_id))
-        store.event(job_id, "submitted", {"by": columns["user"], "gpus": columns["num_gpus"],
-                                          **({"queue": columns["queue"]} if columns.get("queue") else {}),
-                                          **({} if index is None else {"array_index": index})},
-                    columns["submit_time"])
-        ids.append(job_id)
-    ids_source.sync()
-    return ids

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tesserae.runtime.api.queues import queue_metrics
 from tesserae.runtime.controller import lifecycle
 from tesserae.runtime.controller.pending import Pending
-from tesserae.runtime.store.database import JOB_STATES
+from tesserae.runtime.store import allocations, counts
 
 if TYPE_CHECKING:
     from tesserae.runtime.controller.loop import Controller
@@ -109,31 +109,22 @@ def prometheus_text(controller: Controller) -> str:
         for labels, value in samples:
             lines.append(f"{name}{labels} {value:g}" if isinstance(value, float) else f"{name}{labels} {value}")
 
-    counts = {s: 0 for s in JOB_STATES}
-    for r in store.query("SELECT state, COUNT(*) AS n FROM jobs GROUP BY state"):
-        counts[r["state"]] = int(r["n"])
-    metric("tesserae_jobs", "gauge", "Jobs by state.", [(f'{{state="{s}"}}', n) for s, n in counts.items()])
-    totals = store.one("SELECT COUNT(*) AS n, COALESCE(SUM(preemptions), 0) AS p, COALESCE(SUM(migrations), 0) AS m "
-                       "FROM jobs")
-    metric("tesserae_jobs_submitted_total", "counter", "Jobs ever submitted.", [("", int(totals["n"]))])
-    metric("tesserae_preemptions_total", "counter", "Preemptions of jobs.", [("", int(totals["p"]))])
-    metric("tesserae_migrations_total", "counter", "Migrations of jobs.", [("", int(totals["m"]))])
-    runs = store.one("SELECT COUNT(*) AS n FROM allocations WHERE pid IS NOT NULL")
+    by_state = counts.jobs_by_state(store)
+    metric("tesserae_jobs", "gauge", "Jobs by state.", [(f'{{state="{s}"}}', n) for s, n in by_state.items()])
+    totals = counts.totals(store)
+    metric("tesserae_jobs_submitted_total", "counter", "Jobs ever submitted.", [("", totals.jobs)])
+    metric("tesserae_preemptions_total", "counter", "Preemptions of jobs.", [("", totals.preemptions)])
+    metric("tesserae_migrations_total", "counter", "Migrations of jobs.", [("", totals.migrations)])
     metric("tesserae_runs_started_total", "counter", "Job processes started (first starts and resumptions).",
-           [("", int(runs["n"]))])
+           [("", totals.runs)])
     by_type: dict[str, int] = {}
     for g in controller.executor.gpus:
         by_type[g.gpu_type] = by_type.get(g.gpu_type, 0) + 1
     metric("tesserae_gpus", "gauge", "GPUs of this cluster by type.", [(f'{{type="{t}"}}', n) for t, n in
                                                                         by_type.items()])
-    used: set[int] = set()
-    for a in store.query("SELECT gpus FROM allocations WHERE phase != 'ended'"):
-        used.update(json.loads(a["gpus"]))
-    metric("tesserae_gpus_in_use", "gauge", "GPUs held by running jobs.", [("", len(used))])
-    done = store.one("SELECT COUNT(*) AS n, COALESCE(SUM(finish_time - submit_time), 0) AS s FROM jobs "
-                     "WHERE state='completed'")
+    metric("tesserae_gpus_in_use", "gauge", "GPUs held by running jobs.", [("", len(allocations.gpus_in_use(store)))])
     metric("tesserae_job_completion_seconds", "summary", "Job completion time (finish - submit) of completed "
-           "jobs.", [("_sum", float(done["s"])), ("_count", int(done["n"]))])
+           "jobs.", [("_sum", totals.completed_jct_sum), ("_count", totals.completed)])
     metric("tesserae_rounds_total", "counter", "Scheduling decisions since the server started.",
            [("", stats.rounds)])
     metric("tesserae_decision_seconds_total", "counter", "Time spent in Scheduler.decide since the server started.",

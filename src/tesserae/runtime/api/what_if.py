@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tesserae.core.errors import InputError
 from tesserae.runtime.api.limits import ErrorBody
 from tesserae.runtime.controller.tenancy import QueueRefused
+from tesserae.runtime.store import jobs as stored_jobs
 
 
 class WhatIf(BaseModel):
@@ -63,9 +64,7 @@ def add_what_if_routes(app: FastAPI, controller: Any, Who: Any) -> None:
         except LookupError as e:
             raise HTTPException(409, str(e)) from None
         ids = sorted(set(base.start) | set(base.finish))
-        marks = ",".join("?" * len(ids)) or "NULL"
-        rows = {int(r["id"]): r for r in controller.store.query(
-            f"SELECT id, name, user, state, submit_time FROM jobs WHERE id IN ({marks})", ids)}
+        rows = stored_jobs.briefs(controller.store, ids)
         epoch = predictor.epoch
 
         def at(v: float | None) -> float | None:

@@ -28,6 +28,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tesserae.runtime.store import jobs
 from tesserae.runtime.store.database import FINAL_STATES, RUNNABLE_STATES, Store
 
 #: Most retries one job may ask for, and the longest wait between two.
@@ -134,11 +135,7 @@ def cancel_unsatisfiable(store: Store, rows: list[Any], now: float) -> bool:
                 doomed.append((int(r["id"]), why))
     if not doomed:
         return False
-    with store.tx() as c:
-        for job_id, why in doomed:
-            c.execute("UPDATE jobs SET state='cancelled', finish_time=?, reason=? WHERE id=? "
-                      "AND state IN ('queued', 'preempted')", (now, why, job_id))
-            store.event(job_id, "cancelled", {"by": "dependency", "reason": why}, now)
+    jobs.cancel_waiting(store, doomed, now)
     return True
 
 

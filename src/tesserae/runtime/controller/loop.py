@@ -39,6 +39,7 @@ from tesserae.runtime.controller.runs import ControllerConfig, Live, RunBook, St
 from tesserae.runtime.executor.protocol import Executor
 from tesserae.runtime.job.isolation import Isolation
 from tesserae.runtime.job.paths import JobPaths
+from tesserae.runtime.store import jobs
 from tesserae.runtime.store.database import RUNNABLE_STATES, Store
 from tesserae.runtime.store.job_ids import JobIds
 from tesserae.scheduler import Scheduler
@@ -173,18 +174,10 @@ class Controller:
     # ------------------------------------------------------------------ requests from the API
     def cancel(self, job_id: int, by: str) -> str:
         """Cancel a job: at once when it waits, via SIGTERM when it runs. Returns its state now."""
-        now = time.time()
-        with self.store.tx() as c:
-            row = c.execute("SELECT state FROM jobs WHERE id=?", (job_id,)).fetchone()
-            state = row["state"]
-            if state in RUNNABLE_STATES:
-                c.execute("UPDATE jobs SET state='cancelled', finish_time=?, reason=? WHERE id=?",
-                          (now, f"cancelled by {by}", job_id))
-                self.store.event(job_id, "cancelled", {"by": by}, now)
-                state = "cancelled"
-            elif state == "running":
-                c.execute("UPDATE jobs SET cancel_requested=1, reason=? WHERE id=?", (f"cancelled by {by}", job_id))
-                self.store.event(job_id, "cancel-requested", {"by": by}, now)
-                self.reaper.cancel_hint = True
+        state = jobs.cancel(self.store, job_id, by, time.time())
+        if state in RUNNABLE_STATES:
+            state = "cancelled"
+        elif state == "running":
+            self.reaper.cancel_hint = True
         self.wake()
-        return str(state)
+        return state

@@ -13,7 +13,6 @@ the only source of a job view's ``pending_reason``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tesserae.runtime.controller import lifecycle
-from tesserae.runtime.store.database import RUNNABLE_STATES
+from tesserae.runtime.store import allocations, jobs
 from tesserae.scheduler_queues import REASONS, WAIT_GPUS
 from tesserae.scheduling.base import QueueInspect
 
@@ -108,10 +107,8 @@ def policy_order(controller: Controller) -> tuple[list[int], dict[int, int]]:
 def snapshot(controller: Controller, now: float | None = None) -> tuple[Queue, list[Any]]:
     """The queue as the rules see it, and the waiting jobs' rows."""
     store = controller.store
-    states = {int(r["id"]): str(r["state"]) for r in store.query("SELECT id, state FROM jobs")}
-    used: set[int] = set()
-    for a in store.query("SELECT gpus FROM allocations WHERE phase != 'ended'"):
-        used.update(json.loads(a["gpus"]))
+    states = jobs.states(store)
+    used = allocations.gpus_in_use(store)
     total = controller.cluster.num_gpus
     free_by_type = dict(controller.cluster.gpus_by_type)
     gpus = controller.executor.gpus
@@ -119,8 +116,7 @@ def snapshot(controller: Controller, now: float | None = None) -> tuple[Queue, l
         if 0 <= g < len(gpus) and gpus[g].gpu_type in free_by_type:
             free_by_type[gpus[g].gpu_type] -= 1
     order, levels = policy_order(controller)
-    waiting = store.query(f"SELECT * FROM jobs WHERE state IN ({','.join('?' * len(RUNNABLE_STATES))}) "
-                          "AND cancel_requested=0 ORDER BY id", RUNNABLE_STATES)
+    waiting = jobs.waiting(store)
     return Queue(time.time() if now is None else now, states, total, max(0, total - len(used)), order,
                  levels, free_by_type, tenant_reasons(controller, waiting)), waiting
 

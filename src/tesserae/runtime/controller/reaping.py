@@ -15,6 +15,7 @@ import time
 
 from tesserae.runtime.controller import lifecycle
 from tesserae.runtime.controller.runs import Live, RunBook
+from tesserae.runtime.store import allocations, jobs
 
 #: After SIGKILL, how long a run may take to disappear before it is written off as lost.
 KILL_TIMEOUT = 15.0
@@ -65,18 +66,15 @@ class Reaper:
 
     def _cancellations(self, now: float) -> None:
         runs = self.runs
-        for row in runs.store.query("SELECT a.id FROM allocations a JOIN jobs j ON j.id = a.job_id "
-                                    "WHERE a.phase='running' AND j.cancel_requested=1"):
-            live = runs.live.get(row["id"])
+        for alloc_id in allocations.cancelling(runs.store):
+            live = runs.live.get(alloc_id)
             if live is not None and live.phase == "running":
                 runs.begin_stop(live, "cancel", now)
 
     def _time_limits(self, now: float) -> None:
         """Stop the running jobs past their time limit (``lifecycle``; checked each second)."""
         runs = self.runs
-        limits = {int(r["id"]): (float(r["executed"]), float(r["time_limit"])) for r in runs.store.query(
-            "SELECT id, executed, time_limit FROM jobs WHERE state='running' AND time_limit IS NOT NULL "
-            "AND cancel_requested=0")}
+        limits = jobs.running_time_limits(runs.store)
         for live in list(runs.live.values()):
             if live.phase == "running" and live.job_id in limits:
                 executed, limit = limits[live.job_id]
@@ -88,10 +86,7 @@ class Reaper:
         runs = self.runs
         reports = [(it, total, live.job_id) for live in runs.live.values()
                    for it, total in [runs.paths.read_progress(live.job_id)] if it is not None]
-        if reports:
-            with runs.store.tx() as c:
-                c.executemany("UPDATE jobs SET progress=?, total_reported=COALESCE(?, total_reported) "
-                              "WHERE id=?", reports)
+        jobs.record_progress(runs.store, reports)
 
     def _lingering(self, live: Live, now: float, *, exit_recorded: bool) -> bool:
         """True while processes of a run whose launcher has exited remain (they are being killed).

@@ -23,6 +23,7 @@ from typing import Any
 from tesserae.core.cluster import Cluster
 from tesserae.runtime.controller.reaping import Reaper
 from tesserae.runtime.controller.runs import Live, RunBook
+from tesserae.runtime.store import allocations
 
 
 def reconcile(runs: RunBook, reaper: Reaper, cluster: Cluster) -> None:
@@ -30,7 +31,7 @@ def reconcile(runs: RunBook, reaper: Reaper, cluster: Cluster) -> None:
     now = time.time()
     beat = store.meta("heartbeat")
     last_seen = min(now, float(beat)) if beat else now
-    for a in store.query("SELECT * FROM allocations WHERE phase != 'ended' ORDER BY id"):
+    for a in allocations.unended(store):
         run_dir = Path(a["run_dir"])
         live = Live(a["id"], a["job_id"], tuple(json.loads(a["gpus"])), a["start_time"], run_dir, None,
                     a["phase"], a["stop_reason"], a["stop_deadline"], partner=a["partner"],
@@ -59,11 +60,10 @@ def _adopt(runs: RunBook, live: Live, a: Any, cluster: Cluster, now: float) -> b
     live.proc = proc = adopted.run
     if adopted.gpus != live.gpus:  # the executor's view changed meanwhile
         live.gpus = adopted.gpus
-        store.execute("UPDATE allocations SET gpus=? WHERE id=?", (json.dumps(list(live.gpus)), a["id"]))
+        allocations.move(store, [(a["id"], live.gpus)])
     if live.phase == "starting":
         live.phase = "running"
-        store.execute("UPDATE allocations SET pid=?, pid_start=?, phase='running' WHERE id=?",
-                      (proc.pid, proc.ticks, a["id"]))
+        allocations.record_spawned(store, a["id"], proc.pid, proc.ticks)
     runs.live[a["id"]] = live
     runs.stats.adopted += 1
     store.event(a["job_id"], "adopted", {"allocation": a["id"], "pid": proc.pid})
@@ -79,16 +79,6 @@ def _adopt(runs: RunBook, live: Live, a: Any, cluster: Cluster, now: float) -> b
 def _unstart(runs: RunBook, a: Any) -> None:
     """An allocation recorded as 'starting' whose process never came to be: undo the intent."""
     job_id = a["job_id"]
-    with runs.store.tx() as c:
-        c.execute("UPDATE allocations SET phase='ended', end_time=start_time, outcome='not-started' "
-                  "WHERE id=?", (a["id"],))
-        ran = c.execute("SELECT COUNT(*) FROM allocations WHERE job_id=? AND pid IS NOT NULL",
-                        (job_id,)).fetchone()[0]
-        if ran:
-            c.execute("UPDATE jobs SET state='preempted' WHERE id=? AND state='running'", (job_id,))
-        else:
-            c.execute("UPDATE jobs SET state='queued', first_start=NULL, last_start=NULL "
-                      "WHERE id=? AND state='running'", (job_id,))
-        runs.store.event(job_id, "requeued", {"allocation": a["id"], "why": "never started"})
+    allocations.unstart(runs.store, a["id"], job_id)
     runs.executor.release(str(a["run_dir"]))
     runs.log(f"job {job_id}: run {a['id']} never started; requeued")

@@ -15,7 +15,6 @@ takes a copy of the state to predict start times from. Applying the Plan is ``ap
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
@@ -29,6 +28,7 @@ from tesserae.core.plan import Assignment, Plan
 from tesserae.runtime.controller import lifecycle
 from tesserae.runtime.controller.runs import Live, RunBook
 from tesserae.runtime.executor.protocol import Executor
+from tesserae.runtime.store import allocations, jobs
 from tesserae.runtime.store.database import ACTIVE_STATES, FINAL_STATES, Store
 from tesserae.scheduler import Scheduler
 
@@ -109,9 +109,9 @@ class Rounds:
 
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
         """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
-        rows = self.store.query("SELECT * FROM jobs ORDER BY id")
+        rows = jobs.every_job(self.store)
         if lifecycle.cancel_unsatisfiable(self.store, rows, now):
-            rows = self.store.query("SELECT * FROM jobs ORDER BY id")
+            rows = jobs.every_job(self.store)
         e = self.epoch
         known = set(self.types)
         specs = [JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]),
@@ -190,10 +190,8 @@ class Rounds:
             gpus = tuple(change.remap[g] for g in run.gpus)  # type: ignore[misc]
             if gpus != run.gpus:
                 run.gpus = gpus
-                moved.append((json.dumps(list(gpus)), run.alloc_id))
-        if moved:
-            with self.store.tx() as c:
-                c.executemany("UPDATE allocations SET gpus=? WHERE id=?", moved)
+                moved.append((run.alloc_id, gpus))
+        allocations.move(self.store, moved)
         if change.cluster is None:
             self.log("cluster: no usable node left; decisions wait until one joins")
             return False

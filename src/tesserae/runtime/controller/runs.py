@@ -29,6 +29,8 @@ from tesserae.runtime.executor.protocol import Executor, Launch, Run
 from tesserae.runtime.job import env as job_env
 from tesserae.runtime.job.isolation import Isolation, prepare_workspace
 from tesserae.runtime.job.paths import JobPaths
+from tesserae.runtime.store import allocations, jobs
+from tesserae.runtime.store.allocations import RunEnd
 from tesserae.runtime.store.database import FINAL_STATES, Store
 
 
@@ -97,21 +99,10 @@ class RunBook:
     # ------------------------------------------------------------------ start
     def start(self, job_id: int, gpus: tuple[int, ...], partner: int | None, strategy: str | None) -> bool:
         now = time.time()
-        with self.store.tx() as c:
-            cur = c.execute("UPDATE jobs SET state='running', first_start=COALESCE(first_start, ?), last_start=?, "
-                            "reason='' WHERE id=? AND state IN ('queued', 'preempted') AND cancel_requested=0",
-                            (now, now, job_id))
-            if cur.rowcount != 1:
-                return False  # cancelled, or finished while the plan was applied
-            job = c.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
-            alloc_id = int(c.execute(
-                "INSERT INTO allocations (job_id, gpus, partner, strategy, phase, start_time, run_dir) "
-                "VALUES (?, ?, ?, ?, 'starting', ?, '')",
-                (job_id, json.dumps(list(gpus)), partner, strategy, now)).lastrowid)
-            run_dir = self.paths.run_dir(job_id, alloc_id)
-            c.execute("UPDATE allocations SET run_dir=? WHERE id=?", (str(run_dir), alloc_id))
-            kind = "resumed" if job["first_start"] != now else "started"
-            self.store.event(job_id, kind, {"allocation": alloc_id, "gpus": list(gpus)}, now)
+        started = allocations.record_start(self.store, job_id, gpus, partner, strategy, now, self.paths.run_dir)
+        if started is None:
+            return False  # cancelled, or finished while the plan was applied
+        job, alloc_id, run_dir, kind = started.job, started.alloc_id, started.run_dir, started.kind
         self.faults.hit("start-intent")
         live = Live(alloc_id, job_id, gpus, now, run_dir, None, "starting", partner=partner, strategy=strategy)
         try:
@@ -124,8 +115,7 @@ class RunBook:
             return False
         self.faults.hit("spawn")
         live.proc, live.phase = proc, "running"
-        self.store.execute("UPDATE allocations SET pid=?, pid_start=?, phase='running' WHERE id=?",
-                           (proc.pid, proc.ticks, alloc_id))
+        allocations.record_spawned(self.store, alloc_id, proc.pid, proc.ticks)
         self.live[alloc_id] = live
         self.stats.started += 1
         return True
@@ -149,13 +139,9 @@ class RunBook:
     def begin_stop(self, live: Live, why: str, now: float) -> None:
         """Record the stop (``preempt``, ``migrate`` or ``cancel``), then send SIGTERM."""
         live.phase, live.stop_reason = "stopping", why
-        live.deadline = now + self.config.grace_seconds
-        with self.store.tx():
-            self.store.execute("UPDATE allocations SET phase='stopping', stop_reason=?, stop_deadline=? WHERE id=?",
-                               (why, live.deadline, live.alloc_id))
-            self.store.event(live.job_id, {"preempt": "preempting", "migrate": "migrating",
-                                           "cancel": "cancelling"}.get(why, why),
-                             {"allocation": live.alloc_id}, now)
+        live.deadline = deadline = now + self.config.grace_seconds
+        event = {"preempt": "preempting", "migrate": "migrating", "cancel": "cancelling"}.get(why, why)
+        allocations.record_stop(self.store, live.alloc_id, live.job_id, why, deadline, event, now)
         self.faults.hit("stop-intent")
         if live.proc is not None:
             self.executor.terminate(live.proc)
@@ -168,29 +154,16 @@ class RunBook:
     # ------------------------------------------------------------------ close
     def close(self, live: Live, code: int | None, end: float, *, failure: str | None = None) -> None:
         """Record how the run ended (``code`` None: lost) and what that makes of its job."""
-        job = self.store.one("SELECT * FROM jobs WHERE id=?", (live.job_id,))
+        job = jobs.get(self.store, live.job_id)
         assert job is not None
         progress, total = self.paths.read_progress(live.job_id)
         state, outcome, reason = classify(job, live.stop_reason, code, failure)
         state, reason, retry_at = lifecycle.retry(job, state, outcome, reason, end)
         held = max(0.0, end - live.start_time)
         final = state in FINAL_STATES
-        with self.store.tx() as c:
-            c.execute("UPDATE allocations SET phase='ended', end_time=?, exit_code=?, outcome=? WHERE id=?",
-                      (end, code, outcome, live.alloc_id))
-            c.execute(
-                "UPDATE jobs SET state=?, attained=attained+?, executed=executed+?, last_stop=?, "
-                "progress=COALESCE(?, progress), total_reported=COALESCE(?, total_reported), exit_code=?, "
-                "reason=?, finish_time=?, preemptions=preemptions+?, migrations=migrations+?, "
-                "requeues=requeues+?, retries_used=retries_used+?, retry_at=COALESCE(?, retry_at) WHERE id=?",
-                (state, held * int(job["num_gpus"]), held, end, progress, total, code, reason,
-                 end if final else None, int(outcome == "preempted"), int(outcome == "migrated"),
-                 int(outcome == "requeued"), int(retry_at is not None), retry_at, live.job_id))
-            self.store.event(live.job_id, outcome, {"allocation": live.alloc_id, "exit_code": code,
-                                                    "seconds": round(held, 3)}, end)
-            if retry_at is not None:
-                self.store.event(live.job_id, "retrying", {"at": retry_at, "attempt": int(job["retries_used"]) + 1},
-                                 end)
+        allocations.record_end(self.store, RunEnd(
+            live.alloc_id, live.job_id, end, code, outcome, state, reason, held, int(job["num_gpus"]), progress,
+            total, final, retry_at, int(job["retries_used"]) + 1))
         self.faults.hit("closed")
         self.live.pop(live.alloc_id, None)
         self.executor.release(str(live.run_dir))

@@ -26,7 +26,7 @@ from tesserae.config import RunSpec, queue_policy
 from tesserae.core.errors import InputError
 from tesserae.core.queues import PRIORITY_CLASSES, QueueConfig, QueueTree, build_tree, parse_config
 from tesserae.queue_file import load_queue_tree, read_queue_config
-from tesserae.runtime.store.database import ACTIVE_STATES
+from tesserae.runtime.store import jobs
 from tesserae.scheduler import Scheduler
 from tesserae.scheduler_queues import QueueStep
 from tesserae.scheduling.base import SchedulingPolicy, queue_policy_names
@@ -54,12 +54,11 @@ def start_queues(store: Any, gpus_by_type: Mapping[str, int], run: RunSpec, conf
     tenancy = RuntimeQueues(store, gpus_by_type, run)
     tree = tenancy.load(config)
     if tree is not None:
-        marks = ",".join("?" * len(ACTIVE_STATES))
-        for r in store.query(f"SELECT id, queue, user FROM jobs WHERE state IN ({marks})", ACTIVE_STATES):
+        for job_id, queue, user in jobs.active_queues(store):
             try:
-                tree.leaf_of(str(r["queue"]), str(r["user"]))
+                tree.leaf_of(queue, user)
             except InputError as e:
-                raise InputError(f"active job {r['id']} (queue '{r['queue'] or '-'}', user '{r['user']}') has no "
+                raise InputError(f"active job {job_id} (queue '{queue or '-'}', user '{user}') has no "
                                  f"queue under this config: {e.message}", path=str(config or "the store"),
                                  field="queues") from None
     return tenancy

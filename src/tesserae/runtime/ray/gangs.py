@@ -46,8 +46,7 @@ from tesserae.runtime.ray.connect import first_line
 from tesserae.runtime.ray.layout import PartPlan, View, aggregate_exit, plan_parts
 from tesserae.runtime.ray.lease import LeaseBook
 from tesserae.runtime.ray.nodes import CALL_TIMEOUT, NodeRoster
-
-_TABLE = "CREATE TABLE IF NOT EXISTS ray_runs (run_dir TEXT PRIMARY KEY, layout TEXT NOT NULL)"
+from tesserae.runtime.store.run_layouts import RunLayouts
 
 
 @dataclass
@@ -113,27 +112,26 @@ class GangBook:
         #: Where MASTER_PORT is taken from (``--master-ports``; None: any free port).
         self.master_ports: tuple[int, int] | None = None
         self.store: Any = None
+        self.layouts: RunLayouts | None = None
         self.runs: dict[str, RayRun] = {}
         self._by_part: dict[str, tuple[RayRun, RunPart]] = {}
 
     def open(self, store: Any) -> None:
         self.store = store
-        store.execute(_TABLE)
+        self.layouts = RunLayouts(store, "ray")
 
     # ------------------------------------------------------------------ records
     def record(self, run: RayRun) -> None:
         """Write the run's layout (before any part of it starts)."""
-        self.store.execute("INSERT OR REPLACE INTO ray_runs (run_dir, layout) VALUES (?, ?)",
-                           (run.marker, json.dumps({"world": run.world, "parts": [p.to_json() for p in run.parts]})))
+        assert self.layouts is not None  # runs start once the executor is open
+        self.layouts.save(run.marker, json.dumps({"world": run.world, "parts": [p.to_json() for p in run.parts]}))
 
     def layout(self, marker: str) -> tuple[list[RunPart], int] | None:
         """The recorded parts and world size of the run ``marker`` (fresh: nothing started)."""
-        if self.store is None:
+        text = None if self.layouts is None else self.layouts.load(marker)
+        if text is None:
             return None
-        row = self.store.one("SELECT layout FROM ray_runs WHERE run_dir=?", (marker,))
-        if row is None:
-            return None
-        doc = json.loads(row["layout"])
+        doc = json.loads(text)
         return [RunPart.from_json(p) for p in doc["parts"]], int(doc["world"])
 
     def register(self, run: RayRun) -> None:

@@ -5,7 +5,8 @@ Tables: ``jobs`` (spec and current state, and the submission's idempotency key),
 computed from), ``events`` (what happened to each job, in order), ``users`` and ``tokens`` (only
 SHA-256 hashes of tokens), and ``meta`` (schema version, the store's id and epoch, the
 controller's heartbeat). What is checked before the store is opened, and why job ids never
-repeat, is ``store_integrity``'s.
+repeat, is ``integrity``'s; the queries on these tables are ``jobs``, ``allocations``, ``counts``
+and ``accounting`` (``query``, ``one`` and ``execute`` serve them, and tests that look inside a store).
 
 Every state change is committed before the controller acts on it (write-ahead intent: an
 allocation is recorded as ``starting`` before its process is spawned, ``stopping`` before the
