@@ -11,7 +11,7 @@ from rt_helpers import PY, Server
 from test_runtime_cli import one_line_error, run_here
 
 from tesserae.core.errors import InputError
-from tesserae.runtime.commands.accounting import parse_time
+from tesserae.runtime.commands.job_fields import parse_time
 from tesserae.runtime.store import accounting
 from tesserae.runtime.store.database import Store
 

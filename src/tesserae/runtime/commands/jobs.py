@@ -10,7 +10,6 @@ import typer
 from rich.table import Table
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
-from tesserae.runtime.commands.accounting import FIELDS, TIME_HELP, parse_fields, print_fields, window
 from tesserae.runtime.commands.common import (
     client,
     console,
@@ -22,6 +21,7 @@ from tesserae.runtime.commands.common import (
     when,
 )
 from tesserae.runtime.commands.common import until as time_until
+from tesserae.runtime.commands.job_fields import FIELDS, TIME_HELP, parse_fields, print_fields, why, window
 
 
 def register(app: typer.Typer) -> None:
@@ -73,14 +73,6 @@ def jobs(
             cells += [time_until(j.get("predicted_start"), now), time_until(j.get("predicted_finish"), now)]
         table.add_row(*cells)
     console.print(table)
-
-
-def why(job: dict[str, Any]) -> str:
-    """A waiting job's queue position and reason; an ended job's reason."""
-    if job.get("pending_reason"):
-        position = job.get("queue_position")
-        return (f"#{position} " if position else "") + job["pending_reason"]
-    return job.get("reason") or "-"
 
 
 def show(
