@@ -3,7 +3,7 @@ viewer of ``tesserae view`` (and the self-contained ``report.html`` of ``simulat
 
 Modules: ``session`` (login, cookie sessions, CSRF), ``dashboard`` (mounting, rendering, the
 in-process API client), ``cluster_pages`` (cluster, queue, usage), ``job_pages`` (jobs list, job
-page, actions, log tail), ``extra_api`` (read-only JSON routes the pages need), ``results``
+page, actions, log tail; the JSON routes they read are the API's), ``results``
 (reading an output folder; why a job waited), ``report`` (report.html), ``viewer`` (``tesserae
 view``), ``assets`` and ``templating``. Every file a page loads ships in the package.
 """

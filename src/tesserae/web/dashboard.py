@@ -142,12 +142,10 @@ class Dashboard:
 
 
 def mount_web(app: FastAPI, controller: Controller, info: dict[str, Any]) -> Dashboard:
-    """Add the dashboard (``/ui``), its read-only API routes and its static files to the API app."""
-    from tesserae.runtime.api.cluster import extra_router
+    """Add the dashboard (``/ui``) and its static files to the API app."""
     from tesserae.web import cluster_pages, job_pages
 
     dash = Dashboard(app, controller, info)
-    app.include_router(extra_router(controller))
     app.mount(STATIC_URL, StaticFiles(directory=str(STATIC_DIR)), name="ui-static")
 
     @app.get("/", include_in_schema=False)

@@ -3,7 +3,7 @@
 Every ``/v1`` route needs ``Authorization: Bearer TOKEN``. A user sees and cancels only their own
 jobs; an admin token sees and cancels all of them and may create tokens. Errors are JSON objects
 ``{"detail": "one clear sentence"}`` (422 validation errors add ``errors``: one entry per field;
-the ``ErrorBody`` schema). Inputs are bounded (``api_limits``): no NUL or lone surrogate in any
+the ``ErrorBody`` schema). Inputs are bounded (``limits``): no NUL or lone surrogate in any
 string, integers at most 2^53, bodies at most 1 MiB (``--max-body-bytes``).
 The OpenAPI schema is at ``/openapi.json`` and the interactive docs at ``/docs``; ``/healthz`` and
 ``/metrics`` need no token (the metrics are cluster-wide counts, no job names or commands).
@@ -12,28 +12,30 @@ The OpenAPI schema is at ``/openapi.json`` and the interactive docs at ``/docs``
 submission with the same key and body returns the job the first one created (status 200), so a
 client that lost the answer can ask again without submitting twice.
 
-Here: the app, its error handlers, authentication, and the server's routes (health, whoami,
-cluster, tokens, metrics). The job routes are ``api_jobs`` (hold, release and resubmit:
-``api_lifecycle``; usage: ``api_accounting``); the tenant queues ``api_queues``; predictions under
-another policy ``api_what_if``; the bodies and submission checks ``api_models``; the answers
-``api_views``; the dashboard (``/ui``) is ``tesserae.web``. A new group of routes is a module with
-an ``add_..._routes(app, controller, Who)``, called from ``create_app``.
+Here: the app, its error handlers, and the server's own routes (health, whoami, tokens, metrics).
+Every route is authenticated by one dependency (``auth``); the job routes are ``jobs`` (hold,
+release and resubmit: ``lifecycle``; usage: ``accounting``); the cluster views ``cluster``; the
+tenant queues ``queues``; predictions under another policy ``what_if``; the bodies and submission
+checks ``models``; the answers ``views``. A new group of routes is a module with an
+``add_..._routes(app, controller, Who)``, called from ``create_app``. The dashboard (``/ui``) is
+``tesserae.web``.
 """
 
 
 import json
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tesserae
 from tesserae.runtime.api.accounting import add_accounting_routes
+from tesserae.runtime.api.auth import authenticated
+from tesserae.runtime.api.cluster import add_cluster_routes
 from tesserae.runtime.api.headers import SecurityHeaders
 from tesserae.runtime.api.jobs import add_job_routes
 from tesserae.runtime.api.lifecycle import add_lifecycle_routes
@@ -42,11 +44,8 @@ from tesserae.runtime.api.models import SubmitError, TokenRequest
 from tesserae.runtime.api.queues import add_queue_routes
 from tesserae.runtime.api.views import prometheus_text
 from tesserae.runtime.api.what_if import add_what_if_routes
-from tesserae.runtime.controller import pending
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.controller.tenancy import QueueRefused
-from tesserae.runtime.store import allocations, counts
-from tesserae.runtime.store.database import Principal
 
 
 def _shown(part: object) -> str:
@@ -87,7 +86,6 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(SecurityHeaders)  # the outermost: on every response, the body limit's 413 included
-    bearer = HTTPBearer(auto_error=False, description="A Tesserae token (tsr_...).")
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -116,16 +114,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
         return SafeJSONResponse(status_code=422, content={"detail": msg,
                                                           "errors": [{"field": exc.field, "message": msg}]})
 
-    def principal(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
-        if creds is None or not creds.credentials:
-            raise HTTPException(401, "missing token: send 'Authorization: Bearer TOKEN' (set TESSERAE_TOKEN "
-                                     "for the CLI)", headers={"WWW-Authenticate": "Bearer"})
-        who = store.authenticate(creds.credentials)
-        if who is None:
-            raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
-        return who
-
-    Who = Annotated[Principal, Depends(principal)]
+    Who = authenticated(store)
 
     @app.get("/healthz", tags=["server"])
     def healthz() -> dict[str, Any]:
@@ -140,22 +129,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     add_accounting_routes(app, controller, Who)
     add_queue_routes(app, controller, Who)
     add_what_if_routes(app, controller, Who)
-
-    @app.get("/v1/cluster", tags=["cluster"])
-    def cluster(who: Who) -> dict[str, Any]:
-        """GPUs, what runs on each, and the queue."""
-        on_gpu: dict[int, list[dict[str, Any]]] = {}
-        for a in allocations.unended_with_owner(store):
-            mine = who.admin or a["user"] == who.user
-            for g in json.loads(a["gpus"]):
-                on_gpu.setdefault(g, []).append({"job": int(a["job_id"]), "user": a["user"],
-                                                 "name": a["name"] if mine else None, "phase": a["phase"]})
-        gpus = [{"id": i, "device": g.device, "type": g.gpu_type, "name": g.name, "memory_gb": g.memory_gb,
-                 "virtual": g.virtual, "jobs": on_gpu.get(i, [])} for i, g in enumerate(controller.executor.gpus)]
-        return {**info, "gpus": gpus, "gpus_total": len(gpus),
-                "gpus_in_use": sum(1 for g in gpus if g["jobs"]), "jobs": counts.jobs_by_state(store),
-                "queue": pending.queue_view(controller, None if who.admin else who.user),
-                "rounds": controller.stats.rounds, "last_decision_time": controller.stats.last_decision}
+    add_cluster_routes(app, controller, Who, info)
 
     @app.post("/v1/tokens", status_code=201, tags=["server"])
     def create_token(req: TokenRequest, who: Who) -> dict[str, Any]:

@@ -1,8 +1,10 @@
-"""Read-only JSON routes the dashboard needs and the core API lacks: nodes, queue order, usage, runs.
+"""The API's cluster views: GPUs and what runs on each (``/v1/cluster``), nodes (``/v1/nodes``), the
+waiting jobs in the policy's order (``/v1/queue``), and usage over time (``/v1/usage``).
 
-They follow the API's rules: ``Authorization: Bearer TOKEN``; a user sees the names of their own
-jobs only (other users' jobs appear with their id and user, as on ``/v1/cluster``); an admin sees
-everything. They read the store and the controller's latest decision, and change nothing.
+Like every route, they need a token (``auth``); a user sees the names of their own jobs only (other
+users' jobs appear with their id and user); an admin sees everything. They read the store and the
+controller's latest decision, and change nothing. The dashboard's Cluster, Queue and Usage pages
+are drawn from them.
 """
 
 
@@ -12,36 +14,17 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, HTTPException, Query
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi import FastAPI, Query
 
-from tesserae.runtime.api.jobs import JobId
+from tesserae.runtime.controller import pending
 from tesserae.runtime.controller.loop import Controller
-from tesserae.runtime.controller.pending import policy_order
-from tesserae.runtime.store import allocations, jobs
-from tesserae.runtime.store.database import Principal
+from tesserae.runtime.store import allocations, counts, jobs
 from tesserae.scheduling.base import QueueInspect
 
 #: Most time bins one usage query may ask for.
 MAX_BINS = 500
 #: Longest usage window (seconds): a year.
 MAX_WINDOW = 366 * 86400.0
-
-
-def bearer_principal(controller: Controller) -> Any:
-    """A FastAPI dependency: the principal of the request's bearer token (401 otherwise)."""
-    bearer = HTTPBearer(auto_error=False, description="A Tesserae token (tsr_...).")
-
-    def principal(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]) -> Principal:
-        if creds is None or not creds.credentials:
-            raise HTTPException(401, "missing token: send 'Authorization: Bearer TOKEN'",
-                                headers={"WWW-Authenticate": "Bearer"})
-        who = controller.store.authenticate(creds.credentials)
-        if who is None:
-            raise HTTPException(401, "invalid or revoked token", headers={"WWW-Authenticate": "Bearer"})
-        return who
-
-    return principal
 
 
 def node_view(controller: Controller) -> list[dict[str, Any]]:
@@ -85,23 +68,38 @@ def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gp
     }
 
 
-def extra_router(controller: Controller) -> APIRouter:
+def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dict[str, Any]) -> None:
+    """The cluster views, authenticated by ``Who`` (``auth``); ``info`` is the server's (``/v1/cluster``)."""
     store = controller.store
-    router = APIRouter()
-    Who = Annotated[Principal, Depends(bearer_principal(controller))]
 
-    @router.get("/v1/nodes", tags=["cluster"])
+    @app.get("/v1/cluster", tags=["cluster"])
+    def cluster(who: Who) -> dict[str, Any]:
+        """GPUs, what runs on each, and the queue."""
+        on_gpu: dict[int, list[dict[str, Any]]] = {}
+        for a in allocations.unended_with_owner(store):
+            mine = who.admin or a["user"] == who.user
+            for g in json.loads(a["gpus"]):
+                on_gpu.setdefault(g, []).append({"job": int(a["job_id"]), "user": a["user"],
+                                                 "name": a["name"] if mine else None, "phase": a["phase"]})
+        gpus = [{"id": i, "device": g.device, "type": g.gpu_type, "name": g.name, "memory_gb": g.memory_gb,
+                 "virtual": g.virtual, "jobs": on_gpu.get(i, [])} for i, g in enumerate(controller.executor.gpus)]
+        return {**info, "gpus": gpus, "gpus_total": len(gpus),
+                "gpus_in_use": sum(1 for g in gpus if g["jobs"]), "jobs": counts.jobs_by_state(store),
+                "queue": pending.queue_view(controller, None if who.admin else who.user),
+                "rounds": controller.stats.rounds, "last_decision_time": controller.stats.last_decision}
+
+    @app.get("/v1/nodes", tags=["cluster"])
     def nodes(who: Who) -> dict[str, Any]:
         """Nodes of the cluster with their GPUs (global ids as in ``/v1/cluster``) and state
         (``alive``, ``draining`` or ``dead``)."""
         return {"nodes": node_view(controller)}
 
-    @router.get("/v1/queue", tags=["cluster"])
+    @app.get("/v1/queue", tags=["cluster"])
     def queue(who: Who) -> dict[str, Any]:
         """Waiting jobs in the scheduling policy's order at the latest decision, with their queue
         (Tiresias level) where the policy has queues. Jobs submitted since come last, marked
         ``ordered: false``. Other users' jobs come without their name."""
-        order, levels = policy_order(controller)
+        order, levels = pending.policy_order(controller)
         waiting = {int(r["id"]): r for r in jobs.waiting(store)}
         position = {j: i for i, j in enumerate(order)}
         ids = sorted(waiting, key=lambda j: (j not in position, position.get(j, 0), j))
@@ -120,7 +118,7 @@ def extra_router(controller: Controller) -> APIRouter:
                 "queue_thresholds": [float(x) for x in policy.thresholds] if queues else [],
                 "last_decision_time": controller.stats.last_decision, "jobs": out}
 
-    @router.get("/v1/usage", tags=["cluster"])
+    @app.get("/v1/usage", tags=["cluster"])
     def usage(who: Who,
               window: Annotated[float, Query(ge=1.0, le=MAX_WINDOW, description="Seconds back from now.")] = 86400.0,
               bins: Annotated[int, Query(ge=1, le=MAX_BINS)] = 48) -> dict[str, Any]:
@@ -130,20 +128,3 @@ def extra_router(controller: Controller) -> APIRouter:
         now = time.time()
         return usage_series(allocations.ran_since(store, now - window), now, window, bins,
                             len(controller.executor.gpus), None if who.admin else who.user)
-
-    @router.get("/v1/jobs/{job_id}/runs", tags=["jobs"])
-    def runs(job_id: JobId, who: Who) -> dict[str, Any]:
-        """Every run of a job: GPUs, the job sharing them (packing), start, end and outcome."""
-        user = jobs.owner(store, job_id)
-        if user is None:
-            raise HTTPException(404, f"job {job_id} does not exist")
-        if not who.admin and user != who.user:
-            raise HTTPException(403, f"job {job_id} belongs to another user")
-        allocs = allocations.of_job(store, job_id)
-        return {"runs": [{"run": int(a["id"]), "gpus": json.loads(a["gpus"]), "partner": a["partner"],
-                          "strategy": a["strategy"], "phase": a["phase"], "start_time": float(a["start_time"]),
-                          "end_time": None if a["end_time"] is None else float(a["end_time"]),
-                          "outcome": a["outcome"], "exit_code": a["exit_code"], "stop_reason": a["stop_reason"]}
-                         for a in allocs]}
-
-    return router

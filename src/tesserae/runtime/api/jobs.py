@@ -158,6 +158,16 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
         controller.cancel(job_id, who.user)
         return job_view(jobs.get(store, job_id), live_allocation(job_id))
 
+    @app.get("/v1/jobs/{job_id}/runs", tags=["jobs"])
+    def runs(job_id: JobId, who: Who) -> dict[str, Any]:
+        """Every run of a job: GPUs, the job sharing them (packing), start, end and outcome."""
+        own_job(job_id, who)
+        return {"runs": [{"run": int(a["id"]), "gpus": json.loads(a["gpus"]), "partner": a["partner"],
+                          "strategy": a["strategy"], "phase": a["phase"], "start_time": float(a["start_time"]),
+                          "end_time": None if a["end_time"] is None else float(a["end_time"]),
+                          "outcome": a["outcome"], "exit_code": a["exit_code"], "stop_reason": a["stop_reason"]}
+                         for a in allocations.of_job(store, job_id)]}
+
     def node_log(job_id: int, node: int, run: int | None) -> Path:
         """The log of a run's node ``node`` (``runs/RUN/part-K/output.log``); 404 when there is none."""
         if run is None:
