@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from tesserae.config import RunSpec
 from tesserae.core.errors import InputError
 
 if TYPE_CHECKING:
+    from tesserae.runtime.api.app import AppExtension
     from tesserae.runtime.controller.loop import Controller
     from tesserae.runtime.executor.protocol import Executor
     from tesserae.runtime.store.state_folder import StateFolder
@@ -173,7 +175,9 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
                          pass_env=pass_env, log=say)
 
 
-def serve(opts: ServerOptions) -> None:
+def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
+    """Run the server until SIGTERM or Ctrl-C; ``extensions`` are mounted on its HTTP app after the API
+    (the dashboard: the ``tesserae server`` command passes it)."""
     from tesserae.config import build_scheduler
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime.api.app import create_app
@@ -230,7 +234,7 @@ def serve(opts: ServerOptions) -> None:
         **executor.info(),
     }
     controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
-    app = create_app(controller, info, max_body=opts.max_body_bytes)
+    app = create_app(controller, info, max_body=opts.max_body_bytes, extensions=extensions)
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in str(host) else host
     url = f"http://{url_host}:{port}"

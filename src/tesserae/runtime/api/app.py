@@ -18,11 +18,13 @@ release and resubmit: ``lifecycle``; usage: ``accounting``); the cluster views `
 tenant queues ``queues``; predictions under another policy ``what_if``; the bodies and submission
 checks ``models``; the answers ``views``. A new group of routes is a module with an
 ``add_..._routes(app, controller, Who)``, called from ``create_app``. The dashboard (``/ui``) is
-``tesserae.web``.
+not the API's: the ``tesserae server`` command mounts it (``AppExtension``), so the runtime never
+imports ``tesserae.web``.
 """
 
 
 import json
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
@@ -77,7 +79,14 @@ def _field_errors(exc: RequestValidationError) -> list[dict[str, str]]:
     return out
 
 
-def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+#: Something mounted on the server's app besides the API (the dashboard of ``tesserae.web``, which the
+#: ``tesserae server`` command passes in): called with the app, the controller and the server's info.
+AppExtension = Callable[[FastAPI, Controller, dict[str, Any]], object]
+
+
+def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = DEFAULT_MAX_BODY,
+               extensions: Sequence[AppExtension] = ()) -> FastAPI:
+    """The API app; each of ``extensions`` is then mounted on it, in order."""
     store = controller.store
     # Swagger UI and ReDoc from the package (fastapi-offline), not a CDN: /docs works air-gapped.
     app = FastAPIOffline(title="Tesserae", static_url="/docs-static", version=tesserae.__version__,
@@ -146,7 +155,6 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
         """Prometheus text format: jobs by state, GPUs, rounds, decision time, preemptions."""
         return Response(content=prometheus_text(controller), media_type="text/plain; version=0.0.4")
 
-    from tesserae.web.dashboard import mount_web  # the dashboard at /ui (it imports this module)
-
-    mount_web(app, controller, info)
+    for extend in extensions:
+        extend(app, controller, info)
     return app
