@@ -12,7 +12,7 @@ uvicorn in the main thread; once it answers, ``--ready-file`` is written (``deta
 Ctrl-C stop the server; job processes keep running and the next server adopts them.
 
 With ``--executor ray`` the GPUs are those of a Ray cluster's nodes (``--ray-address``, or a local
-Ray instance started here), discovered once the state folder is locked; see ``ray_executor``.
+Ray instance started here), discovered once the state folder is locked; see ``ray.executor``.
 ``make_executor`` is the one place that names executor kinds: a new kind is added there.
 """
 
@@ -77,7 +77,7 @@ class ServerOptions:
     log_to_state: bool = False
     #: Server config file (YAML): tenant queues (``queues``, ``default_queue``); see ``tesserae.queue_file``.
     config: Path | None = None
-    #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.prediction``).
+    #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.controller.prediction``).
     predict_restart_seconds: float = 1.0
 
 

@@ -47,7 +47,7 @@ def owned_job(store: Store, job_id: int, who: Principal) -> Any:
 
 
 def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
-    """The ``/v1/jobs`` routes, authenticated by ``Who`` (the principal dependency of ``api``)."""
+    """The ``/v1/jobs`` routes, authenticated by ``Who`` (``auth``)."""
     store = controller.store
 
     def own_job(job_id: int, who: Principal) -> Any:

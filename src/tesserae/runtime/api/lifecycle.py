@@ -3,7 +3,7 @@
 Like the other job routes, a user acts on their own jobs only and an admin on all of them. A hold
 is a column of the job (``lifecycle``), so it outlives a controller restart; a resubmission is a
 new job with the ended one's spec and lifecycle controls (not its dependencies, which have ended),
-owned by the same user, in the queue and priority class it would get now (``api_queues.queue_for``:
+owned by the same user, in the queue and priority class it would get now (``api.queues.queue_for``:
 the queues may have changed), that names the job it copies (``resubmit_of``).
 """
 

@@ -1,8 +1,8 @@
-"""What the API accepts: the bodies (pydantic models, bounded by ``api_limits``) and the checks of a
+"""What the API accepts: the bodies (pydantic models, bounded by ``limits``) and the checks of a
 submission that need the server (its cluster, its profile, its filesystem).
 
 A submission error names its field: ``SubmitError(field, message)`` becomes a 422 with ``errors``
-(see ``api``). ``request_hash`` identifies a submission for its ``Idempotency-Key``.
+(see ``app``). ``request_hash`` identifies a submission for its ``Idempotency-Key``.
 """
 
 import hashlib
@@ -193,7 +193,7 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
 
 
 def check_env_allowed(env: Mapping[str, str], controller: "Controller") -> None:
-    """With job accounts, no variable the loader or an interpreter reads at start (``job_env.refused``)."""
+    """With job accounts, no variable the loader or an interpreter reads at start (``job.env.refused``)."""
     if controller.isolation.same_user:
         return
     for key in env:

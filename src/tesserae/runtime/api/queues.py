@@ -58,7 +58,7 @@ def annotate(controller: Any, views: list[dict[str, Any]]) -> list[dict[str, Any
 
 
 def add_queue_routes(app: FastAPI, controller: Any, Who: Any) -> None:
-    """The ``/v1/queues`` routes, authenticated by ``Who`` (the principal dependency of ``api``)."""
+    """The ``/v1/queues`` routes, authenticated by ``Who`` (``auth``)."""
 
     @app.get("/v1/queues", tags=["queues"])
     def list_queues(who: Who) -> dict[str, Any]:

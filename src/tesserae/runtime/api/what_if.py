@@ -32,7 +32,7 @@ def _average_jct(pred: Any, submit: dict[int, float], epoch: float) -> float | N
 
 
 def add_what_if_routes(app: FastAPI, controller: Any, Who: Any) -> None:
-    """``POST /v1/what-if``, authenticated by ``Who`` (the principal dependency of ``api``)."""
+    """``POST /v1/what-if``, authenticated by ``Who`` (``auth``)."""
 
     @app.post("/v1/what-if", tags=["queues"],
               responses={409: {"model": ErrorBody, "description": "No decision has been made yet: nothing to "

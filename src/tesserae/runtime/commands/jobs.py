@@ -120,7 +120,7 @@ def show(
 
 
 def lifecycle_rows(j: dict[str, Any]) -> list[tuple[str, str]]:
-    """The lifecycle controls and resource requests a job was given (``runtime.lifecycle``, ``resources``)."""
+    """The lifecycle controls and resource requests a job was given (``controller.lifecycle``, ``job.resources``)."""
     rows = []
     if j.get("time_limit_seconds") is not None:
         rows.append(("time limit", duration(j["time_limit_seconds"])))

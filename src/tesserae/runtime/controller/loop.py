@@ -59,7 +59,7 @@ class Controller:
         self.store, self.executor, self.state_dir = store, executor, state_dir
         #: Who jobs run as (see ``isolation``).
         self.isolation = isolation or Isolation(same_user=True)
-        #: Called (inside the submit transaction) with each new job id before it is used (``store_integrity``).
+        #: Called (inside the submit transaction) with each new job id before it is used (``store.integrity``).
         self.reserve_job_id: Callable[[int], None] = reserve_job_id or (lambda job_id: None)
         self.config = config or ControllerConfig()
         self.log = log or (lambda msg: print(msg, file=sys.stderr, flush=True))

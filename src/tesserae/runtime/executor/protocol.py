@@ -1,8 +1,8 @@
 """The executor protocol: what the controller asks of the place where jobs run.
 
 The controller holds an ``Executor`` and never asks which kind it is (as the Kubernetes scheduling
-framework's core never asks what plugin it holds). Two implement it: ``local_executor`` (this
-machine: a fixed view) and ``ray_executor`` (the GPU nodes of a Ray cluster: a view that changes as
+framework's core never asks what plugin it holds). Two implement it: ``local.executor`` (this
+machine: a fixed view) and ``ray.executor`` (the GPU nodes of a Ray cluster: a view that changes as
 nodes join and leave). An executor answers for:
 
 - **The cluster view.** ``cluster`` and ``gpus`` (by global id) are the committed view the
@@ -13,10 +13,10 @@ nodes join and leave). An executor answers for:
 - **Runs.** ``spawn`` starts a ``Launch`` and returns the executor's handle of it (a ``Run``);
   ``terminate`` asks it to stop, ``kill`` ends it; ``exited`` and ``exit_code`` say how it ended;
   ``adopt`` takes over a run an earlier controller recorded (write-ahead, see ``runs``).
-- **A run's environment and GPU ids.** The controller forms the job contract (``job_env.contract``:
+- **A run's environment and GPU ids.** The controller forms the job contract (``job.env.contract``:
   the job's own variables and ``TESSERAE_*``) and gives the run's global GPU ids; the executor puts
   the allowlisted base under it (the server's, or each node's own) and the device and rank
-  variables over it (``job_env.device_env``: ``CUDA_VISIBLE_DEVICES`` from its GPUs' devices,
+  variables over it (``job.env.device_env``: ``CUDA_VISIBLE_DEVICES`` from its GPUs' devices,
   ``MASTER_ADDR``/``MASTER_PORT``, ``RANK``...).
 - **Liveness evidence.** ``exited`` (the launcher or gang is gone), ``exit_code`` (the record it
   left, or none: lost), ``leftovers``/``kill_marker`` (processes of a run that outlived its

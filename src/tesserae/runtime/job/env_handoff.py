@@ -1,6 +1,6 @@
 """How a job's environment reaches the job and nothing else (issue 27).
 
-A launcher (``launcher`` on this machine, ``ray_launcher`` on a Ray node) is started with a fixed,
+A launcher (``launcher`` on this machine, ``ray.launcher`` on a Ray node) is started with a fixed,
 minimal environment (``launcher_env``: a fixed ``PATH`` and the run's markers) and never with the
 job's variables: the local launcher keeps root's rights to switch each job process to its account,
 and whatever the dynamic loader (``LD_PRELOAD``, ``LD_AUDIT``...), the C library (``GCONV_PATH``,

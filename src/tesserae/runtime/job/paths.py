@@ -44,5 +44,5 @@ class JobPaths:
             self.log(f"job {job_id}: cannot write its log {path}: {e}")
 
     def read_progress(self, job_id: int) -> tuple[float | None, int | None]:
-        """The job's own progress report, read as hostile input (see ``job_files``)."""
+        """The job's own progress report, read as hostile input (see ``job.files``)."""
         return job_files.read_progress(self.workspace(job_id) / "progress.json")

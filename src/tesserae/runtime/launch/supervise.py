@@ -1,4 +1,4 @@
-"""What both launchers do (``launcher`` on this machine, ``ray_launcher`` on a Ray node): start the copies
+"""What both launchers do (``launcher`` on this machine, ``ray.launcher`` on a Ray node): start the copies
 of a job's command, forward SIGTERM/SIGINT to them, stop the others when one fails, and write the
 exit record.
 

@@ -9,7 +9,7 @@ after the grace period, SIGKILL to the run's cgroup (where there is one, see ``l
 whole process group and to every process that carries the run's marker.
 
 Its view is fixed: the machine's GPUs (NVML or virtual), one node per GPU type. A run's
-environment is the server's allowlisted base (``job_env.base_env``, with ``--pass-env``) under the
+environment is the server's allowlisted base (``job.env.base_env``, with ``--pass-env``) under the
 job contract, and ``CUDA_VISIBLE_DEVICES`` of its GPUs with a free local ``MASTER_PORT`` over it.
 It reaches the job's processes only: the launcher runs with a fixed environment and reads the
 job's from ``RUN_DIR/env.json`` (``env_handoff``).
@@ -96,7 +96,7 @@ class LocalExecutor:
         #: Where runs get their cgroup (None: session, process group and marker only).
         self.cgroups = cgroups
         self.detect_cgroups = detect_cgroups
-        #: Variables of the server's environment that jobs get besides the allowlisted base (``job_env``).
+        #: Variables of the server's environment that jobs get besides the allowlisted base (``job.env``).
         self.pass_env = pass_env
         self.log = log or (lambda msg: None)
 

@@ -27,7 +27,7 @@ cannot be started (not found), 126 when it is not executable or the account cann
 
 What it shares with the Ray part launcher (starting and reaping the copies, forwarding signals,
 the exit record) is ``supervise``. It imports only the standard library and standard-library-only
-modules of the runtime (``procs``, ``lifetime``, ``supervise``, ``job_files``, ``env_handoff``): it starts in a few
+modules of the runtime (``procs``, ``lifetime``, ``supervise``, ``job.files``, ``env_handoff``): it starts in a few
 tens of milliseconds.
 """
 
@@ -47,7 +47,8 @@ from tesserae.runtime.launch.supervise import Copies, status_code, write_exit
 # How long the leftovers of a run may take to die after SIGKILL before the launcher gives up on them
 # (the controller then keeps the run's GPUs until they are gone, or writes the run off).
 _SWEEP_TIMEOUT = 10.0
-_USAGE = "usage: python -m tesserae.runtime.launcher RUN_DIR NPROC [--cgroup PATH] [--account UID:GID:GROUPS] -- CMD..."
+_USAGE = ("usage: python -m tesserae.runtime.local.launcher RUN_DIR NPROC [--cgroup PATH] [--account UID:GID:GROUPS] "
+          "-- CMD...")
 
 
 def read_exit(run_dir: str) -> tuple[int, float] | None:

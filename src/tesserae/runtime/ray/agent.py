@@ -1,19 +1,19 @@
 """The node agent of the ``ray`` executor: one Ray actor per node, pinned there, that starts and stops
 the job processes of that node.
 
-It is a plain class here; ``ray_executor`` turns it into a Ray actor with ``num_cpus=0``, the node's
+It is a plain class here; ``ray.executor`` turns it into a Ray actor with ``num_cpus=0``, the node's
 GPUs (``num_gpus`` = all of them: Ray then hands it their ids, and no other Ray work can take them),
 ``NodeAffinitySchedulingStrategy(node, soft=False)``, ``max_restarts=0`` and a detached lifetime
 under a name derived from the server's state folder and the node id, so that a restarted
-controller finds the same agent and adopts the runs it holds (see ``ray_executor``).
+controller finds the same agent and adopts the runs it holds (see ``ray.executor``).
 
-A part of a run is started through ``ray_launcher`` (detached from this worker; it watches this
+A part of a run is started through ``ray.launcher`` (detached from this worker; it watches this
 process and kills its job the moment the agent is gone). Its identity is the launcher's pid and
 kernel start time; its end is the launcher's ``exit.json`` in the part folder. Every job process
 carries ``TESSERAE_RUN_MARKER`` (the run folder, as with the local executor) and
 ``TESSERAE_RAY_PART`` (the part folder), so leftovers are found and killed by marker.
 
-Every part holds a lease (``ray_lease``) that only the controller's calls renew (``poll``,
+Every part holds a lease (``ray.lease``) that only the controller's calls renew (``poll``,
 ``spawn``, ``status`` carry a renewal: the controller's clock at sending and the lease length).
 The agent keeps its parts' leases in a node-local file that each part's launcher reads: a part
 whose lease ran out is killed by its launcher, and by this agent too should the launcher be stuck.
@@ -79,7 +79,7 @@ def held_gpus(default_type: str) -> list[tuple[str, str, str, float | None, bool
 
 def _launch_part(spec: dict[str, Any], base_env: dict[str, str], agent_pid: int, agent_ticks: int | None,
                  lease_file: str) -> int | str:
-    """Start a part's launcher (``ray_launcher``, which detaches and prints its pid); its pid, or why not."""
+    """Start a part's launcher (``ray.launcher``, which detaches and prints its pid); its pid, or why not."""
     part_dir, log = spec["part_dir"], spec["log"]
     Path(part_dir).mkdir(parents=True, exist_ok=True)
     Path(log).parent.mkdir(parents=True, exist_ok=True)
@@ -216,7 +216,7 @@ class NodeAgent:
 
     # ------------------------------------------------------------------ actions
     def _base_env(self, pass_env: list[str]) -> dict[str, str]:
-        """The node's allowlisted variables (``job_env``): never Ray's own, never the node's secrets."""
+        """The node's allowlisted variables (``job.env``): never Ray's own, never the node's secrets."""
         return job_env.base_env(os.environ, pass_env=[k for k in pass_env if not k.startswith("RAY_")
                                                        and k not in _DROP])
 

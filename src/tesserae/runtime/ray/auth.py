@@ -10,9 +10,9 @@ server turns token mode on whenever a token is available (``RAY_AUTH_TOKEN``,
 ``RAY_AUTH_TOKEN_PATH`` or ``~/.ray/auth_token``; an explicit ``RAY_AUTH_MODE`` is respected), which
 sets ``RAY_AUTH_MODE=token`` in its environment, as Ray does, so that what Ray starts from it
 inherits the mode; and a refused connection is reported in one line that names token
-authentication and what to set, before the server writes anything (``ray_connect`` runs first).
+authentication and what to set, before the server writes anything (``ray.connect`` runs first).
 
-The token stays the server's: jobs never see it (``job_env``), and the agents hold their own
+The token stays the server's: jobs never see it (``job.env``), and the agents hold their own
 through Ray.
 """
 

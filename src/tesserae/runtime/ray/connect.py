@@ -3,7 +3,7 @@
 ``ray.init`` retries an unreachable address for minutes and says why it failed on stderr rather
 than in its exception, so the address is looked at first (well formed? does something listen
 there?), the init runs in a thread joined with ``CONNECT_TIMEOUT``, and a failure is turned into
-one line (``ray_auth`` reads Ray's own words for token authentication failures). Ray is imported
+one line (``ray.auth`` reads Ray's own words for token authentication failures). Ray is imported
 only here and only when asked for: a server without Ray says how to get it.
 """
 
@@ -62,7 +62,7 @@ def check_address(address: str | None) -> None:
 
 def join(ray: Any, address: str | None, virtual_gpus: int | None, said: list[str] | None = None) -> bool:
     """Join the Ray cluster at ``address``, or start a local instance (None); True when one was started.
-    What Ray's core wrote while connecting to ``address`` is appended to ``said`` (for ``ray_logs``)."""
+    What Ray's core wrote while connecting to ``address`` is appended to ``said`` (for ``ray.logs``)."""
     opts: dict[str, Any] = {"namespace": NAMESPACE, "include_dashboard": False, "log_to_driver": False,
                             "logging_level": logging.ERROR}
     if address is None:

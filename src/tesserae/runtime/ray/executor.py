@@ -1,36 +1,36 @@
 """The ``ray`` executor: jobs run on the nodes of a Ray cluster, through one agent actor per node.
 
 Ray does discovery, placement and failure detection; there is no protocol of our own. The
-pieces: ``ray_connect`` (joining), ``ray_nodes`` (agents, membership, the view, polling),
-``ray_gangs`` (runs as gangs of parts, the gang rule), ``ray_recovery`` (runs found after a
-controller restart), ``ray_layout`` (pure: view, GPU identity, layout), ``ray_agent`` and
-``ray_launcher`` (on each node). This class is the ``Executor`` over them:
+pieces: ``ray.connect`` (joining), ``ray.nodes`` (agents, membership, the view, polling),
+``ray.gangs`` (runs as gangs of parts, the gang rule), ``ray.recovery`` (runs found after a
+controller restart), ``ray.layout`` (pure: view, GPU identity, layout), ``ray.agent`` and
+``ray.launcher`` (on each node). This class is the ``Executor`` over them:
 
 - **Nodes.** ``ray.nodes()`` lists the alive nodes and their resources. Every alive node with at
-  least one ``GPU`` gets an agent (``ray_agent.NodeAgent``): ``num_cpus=0``, ``num_gpus`` = all the
+  least one ``GPU`` gets an agent (``ray.agent.NodeAgent``): ``num_cpus=0``, ``num_gpus`` = all the
   node's GPUs (Ray hands it their ids, which become the jobs' ``CUDA_VISIBLE_DEVICES``, and no other
   Ray work can take them), pinned with ``NodeAffinitySchedulingStrategy(node, soft=False)``,
   ``max_restarts=0``. A node is part of the cluster view once its agent answers; the view is
   rebuilt at the start of a decision when nodes joined or left (``view_change``/``commit_view``).
 - **Identity.** The scheduler core numbers GPUs globally, node after node, so ids shift when the
-  view changes; each GPU's stable identity is (node id, local index) (``ray_layout``), recorded
+  view changes; each GPU's stable identity is (node id, local index) (``ray.layout``), recorded
   with every run in the store (table ``ray_runs``), and the controller remaps running jobs' GPU
   ids onto each new view.
 - **Runs.** A run is a gang of *parts*, one per node it spans: the node's agent starts the part's
-  processes through ``ray_launcher`` with ``CUDA_VISIBLE_DEVICES`` for that node's GPUs of the run,
+  processes through ``ray.launcher`` with ``CUDA_VISIBLE_DEVICES`` for that node's GPUs of the run,
   ``MASTER_ADDR`` (the rank-0 node's Ray IP), ``MASTER_PORT`` (a port the rank-0 agent found free,
   from ``--master-ports`` if given), ``GLOO_SOCKET_IFNAME``/``NCCL_SOCKET_IFNAME`` (each node's
   interface that carries its Ray IP, unless the job sets them),
   ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/``LOCAL_WORLD_SIZE``, ``NODE_RANK``/``NNODES``.
   Processes: ``--nproc`` split over the nodes in proportion to the run's GPUs there, at least one
-  per node (``ray_layout.split_processes``): ``--nproc`` = GPUs gives one process per GPU, the
+  per node (``ray.layout.split_processes``): ``--nproc`` = GPUs gives one process per GPU, the
   default 1 gives one per node. Stop = SIGTERM to every part, SIGKILL after
   the grace period. When one part fails or is lost, the rest of the gang gets SIGTERM, then
   SIGKILL after the grace period; a lost part makes the whole run lost (the job is requeued and
   resumes from its checkpoint), otherwise the first failing part's code is the run's.
 - **Failure and fencing.** The controller polls the agents (one call per agent with running parts
   every 0.25 s, the others every 2 s; never blocking on a slow one) and ``ray.nodes()``. Every
-  part holds a lease that those polls renew (``ray_lease``, ``--ray-lease``); a part whose lease
+  part holds a lease that those polls renew (``ray.lease``, ``--ray-lease``); a part whose lease
   runs out is killed on its node by its launcher (a partition, a stuck agent, a controller gone).
   A node gone from the alive nodes, an agent that Ray says died, or one whose polls fail or go
   unanswered (*unreachable*: it leaves the view until it answers) has its parts ended on
@@ -88,10 +88,10 @@ class RayExecutor:
                  log: Callable[[str], None] | None = None, pass_env: tuple[str, ...] = (),
                  split_logs: bool = False, master_ports: tuple[int, int] | None = None) -> None:
         self.ray = ray_connect.require_ray()
-        #: Send Ray's own messages to STATE/ray.log once the state folder is open (the server's; ``ray_logs``).
+        #: Send Ray's own messages to STATE/ray.log once the state folder is open (the server's; ``ray.logs``).
         self.split_logs = split_logs
         self._said: list[str] = []
-        #: Variables of each node's environment that jobs get besides the allowlisted base (``job_env``).
+        #: Variables of each node's environment that jobs get besides the allowlisted base (``job.env``).
         self.pass_env = pass_env
         self.address = address
         self.virtual_gpus = virtual_gpus
@@ -149,8 +149,8 @@ class RayExecutor:
     # ------------------------------------------------------------------ runs
     def spawn(self, launch: Launch) -> RayRun:
         """Start a run on its GPUs (global ids of the committed view) as a gang of one part per node
-        (``ray_gangs.start_gang``); each node's agent puts the node's own allowlisted base under the job
-        contract (``ray_agent``)."""
+        (``ray.gangs.start_gang``); each node's agent puts the node's own allowlisted base under the job
+        contract (``ray.agent``)."""
         if launch.account is not None:
             raise ValueError("the ray executor runs jobs as the Ray workers' account; it cannot take another")
         if launch.cpus is not None or launch.memory_mb is not None:  # ``resources``: accounted, not enforced
@@ -180,7 +180,7 @@ class RayExecutor:
 
     def adopt(self, pid: int | None, ticks: int | None, marker: str,
               gpus: tuple[int, ...]) -> Adopted[RayRun] | None:
-        """The run of ``marker`` if it is whole and alive (``ray_recovery.adopt``), with its GPU ids in the
+        """The run of ``marker`` if it is whole and alive (``ray.recovery.adopt``), with its GPU ids in the
         current view (not the recorded ``gpus``: the view may have changed)."""
         return ray_recovery.adopt(self.gangs, pid, ticks, marker)
 

@@ -1,15 +1,15 @@
 """Runs of the ``ray`` executor: each a gang of *parts*, one per node it spans.
 
-A part is its plan (``ray_layout.PartPlan``: node, GPUs, ranks) and how it goes (pid, end); a run's
+A part is its plan (``ray.layout.PartPlan``: node, GPUs, ranks) and how it goes (pid, end); a run's
 layout (its parts' plans and folders, its world size) is recorded in the store (table
 ``ray_runs``) before any part starts, so a restarted controller knows what to look for.
 
 Starting (``start_gang``): the rank-0 node's agent finds a free port; each node's agent starts its
-part through ``ray_launcher`` with ``CUDA_VISIBLE_DEVICES`` for that node's GPUs of the run,
+part through ``ray.launcher`` with ``CUDA_VISIBLE_DEVICES`` for that node's GPUs of the run,
 ``MASTER_ADDR`` (the rank-0 node's Ray IP), ``MASTER_PORT`` (from ``master_ports`` if set),
 ``NODE_RANK``/``NNODES`` (the launcher sets ``RANK``/``LOCAL_RANK``/``WORLD_SIZE``/
 ``LOCAL_WORLD_SIZE`` per process). Processes: ``--nproc`` split over the nodes in proportion to
-the run's GPUs there (``ray_layout.split_processes``).
+the run's GPUs there (``ray.layout.split_processes``).
 
 The gang rule (``GangBook.evaluate``): when one part fails or is lost, the rest get SIGTERM, then
 SIGKILL after the grace period; a lost part makes the whole run lost (the job is requeued and
@@ -18,7 +18,7 @@ resumes from its checkpoint), otherwise the first failing part's code is the run
 Fencing (``GangBook.sweep``): a part on a node that is gone or unreachable ends only on evidence
 that nothing of it runs any more: its launcher's exit record on the shared state folder (written
 after its processes were killed; read as soon as a poll of the node is late, so a crash is seen
-in about a second), or else the end of its lease (``ray_lease``: by then its launcher has killed
+in about a second), or else the end of its lease (``ray.lease``: by then its launcher has killed
 it, or the agent has). Until then the run holds its GPUs and its job is not
 started elsewhere, so a job never runs twice at once, partition or not. Logs are not
 streamed: rank 0's part appends to the job's ``output.log``, the others write

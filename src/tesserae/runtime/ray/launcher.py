@@ -1,6 +1,6 @@
-"""The launcher of one part of a run on a Ray node (the ``ray`` executor's counterpart of ``launcher``).
+"""The launcher of one part of a run on a Ray node (the ``ray`` executor's counterpart of ``local.launcher``).
 
-    python -I ray_launcher.py PART_DIR LOG NPROC FIRST_RANK WORLD_SIZE AGENT_PID AGENT_TICKS LEASE_FILE -- CMD ARGS...
+    python -I ray/launcher.py PART_DIR LOG NPROC FIRST_RANK WORLD_SIZE AGENT_PID AGENT_TICKS LEASE_FILE -- CMD ARGS...
 
 The node's agent actor starts it. It detaches at once (fork, ``setsid``; the intermediate
 process prints the launcher's pid on stdout and exits), so it is not a child of the Ray worker:
@@ -14,7 +14,7 @@ read and removed before it detaches: ``env_handoff``) to the copies only. And wi
 SIGTERM, then SIGKILL after a grace; when all have exited the exit code is written to
 ``PART_DIR/exit.json`` (atomically) and the launcher exits with it.
 
-Unlike it, it watches its agent (pid and kernel start time) and its lease (``ray_lease``: the end
+Unlike it, it watches its agent (pid and kernel start time) and its lease (``ray.lease``: the end
 of the part's lease in the agent's node-local LEASE_FILE), every 0.25 s. When the agent is gone
 (its node left the Ray cluster, or the actor died) or the lease ran out (no renewal from the
 controller for a lease: a partition, a stuck agent), the controller writes the part off and will
@@ -122,7 +122,7 @@ def _watch(copies: Copies, part_dir: str, agent_pid: int, agent_ticks: int | Non
 
 def main(argv: list[str]) -> int:
     if len(argv) < 10 or argv[8] != "--":
-        print("usage: ray_launcher.py PART_DIR LOG NPROC FIRST_RANK WORLD_SIZE AGENT_PID AGENT_TICKS LEASE_FILE "
+        print("usage: ray/launcher.py PART_DIR LOG NPROC FIRST_RANK WORLD_SIZE AGENT_PID AGENT_TICKS LEASE_FILE "
               "-- CMD...", file=sys.stderr)
         return 2
     part_dir, log = argv[0], argv[1]

@@ -11,7 +11,7 @@ writes to them directly (Ray's core) lands there; ``sys.stdout``/``sys.stderr`` 
 the previous descriptors (the server's log, a terminal or ``STATE/server.log``) that pass on what
 the server's own threads write and send what Ray's threads (named ``ray_...``) write to ``ray.log``;
 the ``ray`` loggers write to ``ray.log``. What Ray said while connecting (captured then, see
-``ray_connect``) is put at its head. The server says where Ray's messages went.
+``ray.connect``) is put at its head. The server says where Ray's messages went.
 """
 
 from __future__ import annotations

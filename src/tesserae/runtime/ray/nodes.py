@@ -1,21 +1,21 @@
 """The nodes of the ``ray`` executor: one agent per GPU node, the committed view, and polling the agents.
 
 ``NodeRoster`` keeps membership: ``ray.nodes()`` lists the alive nodes; every one with at least one
-``GPU`` gets an agent (``ray_agent.NodeAgent``: ``num_cpus=0``, ``num_gpus`` = all the node's GPUs,
+``GPU`` gets an agent (``ray.agent.NodeAgent``: ``num_cpus=0``, ``num_gpus`` = all the node's GPUs,
 pinned with ``NodeAffinitySchedulingStrategy(node, soft=False)``, ``max_restarts=0``, detached and
 named after the state folder and the node, so a restarted controller finds it). A node is *ready*
-once its agent answers; the view (``ray_layout.View``) is rebuilt from the ready and reachable
+once its agent answers; the view (``ray.layout.View``) is rebuilt from the ready and reachable
 nodes when the controller takes a change (``view_change``/``commit``). A node gone from the alive
 nodes is reported through ``on_gone`` at once.
 
 ``AgentPoller`` calls the agents without ever blocking on a slow one: those running parts every
 ``SYNC_INTERVAL``, the others every ``IDLE_PING`` (a liveness check, which also keeps them from
 exiting as idle while this controller lives). Each poll of a node with parts carries a lease
-renewal for the parts the controller holds there (``ray_lease``). An agent that Ray says died
+renewal for the parts the controller holds there (``ray.lease``). An agent that Ray says died
 (``RayActorError``) makes its node gone; one whose polls fail as unavailable, or go unanswered
 for ``suspect_after``, makes its node *unreachable*: it leaves the view (nothing new starts
 there) until it answers again, and its parts end by the evidence (their exit records on the
-shared state folder) or, failing that, once their lease is surely over (``ray_gangs.sweep``).
+shared state folder) or, failing that, once their lease is surely over (``ray.gangs.sweep``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ So every new job *claims* its id before the transaction that records it commits:
 is fsynced), and an id whose folder, or workspace under the job root, exists is skipped. The job
 folders thus record durably, outside the database, every id ever handed out: at start-up the
 counter continues after the highest of them (``folder_floor``), whatever the database lost. The
-ids are also reserved in blocks in ``store.json`` (``store_integrity``), which outlives the job
+ids are also reserved in blocks in ``store.json`` (``store.integrity``), which outlives the job
 folders being moved aside.
 """
 
@@ -36,7 +36,7 @@ class JobIds:
 
     def __init__(self, paths: JobPaths, reserve: Callable[[int], None]) -> None:
         self.paths = paths
-        #: Records an id durably before it is used (``store_integrity.Sidecar.reserve``).
+        #: Records an id durably before it is used (``store.integrity.Sidecar.reserve``).
         self.reserve = reserve
 
     def claim(self, candidate: int) -> int:

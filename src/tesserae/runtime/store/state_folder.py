@@ -2,7 +2,7 @@
 
 ``STATE`` is 0700 and its files 0600 (``isolation.secure_state``); ``STATE/server.lock`` is held
 with ``flock`` for the server's life; the store is checked before it is opened
-(``store_integrity.preflight``), ``store.json`` kept up to date, and job ids continue after every
+(``store.integrity.preflight``), ``store.json`` kept up to date, and job ids continue after every
 job folder (``job_ids``); the admin token is created at first start (``STATE/admin.token``, mode
 0600, written atomically).
 """
@@ -68,7 +68,7 @@ def write_private(path: Path, text: str) -> None:
 
 
 def _open_store(state: Path, job_root: Path, new_store: bool) -> tuple[Any, Any, tuple[int, int] | None]:
-    """The checked store (``store_integrity``), its ``store.json``, written or brought up to date, and the
+    """The checked store (``store.integrity``), its ``store.json``, written or brought up to date, and the
     ids skipped because job folders hold them (``job_ids``: the store lost its latest writes)."""
     from tesserae.runtime.store.database import DB_NAME, Store
     from tesserae.runtime.store.integrity import ID_BLOCK, SIDECAR, Sidecar, preflight
