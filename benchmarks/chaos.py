@@ -135,8 +135,8 @@ def run_chaos(workdir: Path, *, jobs: int, kills: int, seed: int, gpus: int = 2,
               kill_window: tuple[float, float] = (0.3, 2.5), timeout: float = 600.0,
               say: Any = None) -> ChaosResult:
     """The chaos run described in the module docstring, in ``workdir``; returns what it found."""
-    from tesserae.runtime import procs
-    from tesserae.runtime.store import DB_NAME, Store
+    from tesserae.runtime.launch import procs
+    from tesserae.runtime.store.database import DB_NAME, Store
 
     say = say or (lambda msg: None)
     rng = random.Random(seed)

@@ -149,7 +149,7 @@ def run_real(jobs: list[dict[str, Any]], args: argparse.Namespace, workdir: Path
 
 def measured_overheads(state: Path) -> list[float]:
     """Per run: first iteration (the toy's own timestamp) minus the decision that started it."""
-    from tesserae.runtime.store import DB_NAME, Store
+    from tesserae.runtime.store.database import DB_NAME, Store
 
     store = Store(state / DB_NAME, create=False)
     try:
@@ -180,7 +180,7 @@ def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Nam
             ) -> tuple[dict[int, float], int]:
     from tesserae.config import RunSpec
     from tesserae.core.jobs import JobSpec
-    from tesserae.runtime.gpus import machine_cluster, virtual_gpus
+    from tesserae.runtime.executor.gpus import machine_cluster, virtual_gpus
     from tesserae.sim.runner import simulate
 
     model = ToyModel(args.spi)
@@ -212,7 +212,7 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
     if args.keep:
         print(f"state kept in {workdir}")
     else:
-        from tesserae.runtime import procs
+        from tesserae.runtime.launch import procs
 
         procs.kill_pids(procs.pids_with_marker_prefix(str((workdir / "state").resolve())))
         shutil.rmtree(workdir, ignore_errors=True)

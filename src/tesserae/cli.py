@@ -7,6 +7,7 @@ as one line on stderr and exit code 2, never as a traceback.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -29,10 +30,18 @@ def _root(version: VersionOpt = False) -> None:
     """Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime)."""
 
 
+def _dashboard(server_app: Any, controller: Any, info: dict[str, Any]) -> None:
+    """The web dashboard (``tesserae.web``) at ``/ui`` of ``tesserae server``'s app: composed here, above
+    both the runtime and the web front end (imported when a server starts, not by every command)."""
+    from tesserae.web.ui import mount_web
+
+    mount_web(server_app, controller, info)
+
+
 cli_sim.register(app)  # simulate, compare
 cli_trace.register(app)  # trace info, trace convert
 cli_plugins.register(app)  # plugins
-register_runtime_commands(app)  # server, token, submit, jobs, show, cancel, logs, cluster
+register_runtime_commands(app, server_extensions=(_dashboard,))  # server (+ dashboard), token, submit, jobs...
 register_profile_command(app)  # profile
 register_view_command(app)  # view
 

@@ -74,7 +74,7 @@ _IMPORTED = time.perf_counter()
 
 def _wall_seconds() -> float:
     """Seconds since this process started (from /proc on Linux), else since this module was imported."""
-    from tesserae.runtime.procs import start_ticks
+    from tesserae.runtime.launch.procs import start_ticks
 
     ticks = start_ticks(os.getpid())
     if ticks is None or not hasattr(time, "CLOCK_BOOTTIME"):

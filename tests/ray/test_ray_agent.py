@@ -16,7 +16,7 @@ def test_agent_starts_a_part_with_the_node_environment_and_exits_when_idle(
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from tesserae.runtime.ray_agent import NodeAgent
+    from tesserae.runtime.ray.agent import NodeAgent
 
     node = ray_cluster.gpu_nodes[0]
     name = "tesserae-agent-test-idle"

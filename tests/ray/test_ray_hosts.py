@@ -33,7 +33,7 @@ from ray_helpers import REPO
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 import ray_hosts  # the namespaces, shared with benchmarks/ray_detection.py
-from tesserae.runtime.ray_lease import MARGIN
+from tesserae.runtime.ray.lease import MARGIN
 
 WHY_NOT = ray_hosts.usable()
 pytestmark = [pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT)), pytest.mark.xdist_group("two-hosts")]

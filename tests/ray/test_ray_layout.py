@@ -15,10 +15,13 @@ from pathlib import Path
 
 from ray_helpers import wait_for
 
-from tesserae.runtime import env_handoff, node_net, procs, ray_launcher
-from tesserae.runtime.gpus import Gpu
-from tesserae.runtime.ray_layout import NodeInfo, aggregate_exit, build_view, plan_parts, remap, split_processes
-from tesserae.runtime.ray_lease import LeaseBook, LeaseFile, grant, held_until
+from tesserae.runtime.executor import node_net
+from tesserae.runtime.executor.gpus import Gpu
+from tesserae.runtime.job import env_handoff
+from tesserae.runtime.launch import procs
+from tesserae.runtime.ray import launcher as ray_launcher
+from tesserae.runtime.ray.layout import NodeInfo, aggregate_exit, build_view, plan_parts, remap, split_processes
+from tesserae.runtime.ray.lease import LeaseBook, LeaseFile, grant, held_until
 
 
 def _node(node_id: str, n: int, gpu_type: str = "v100", ip: str = "10.0.0.1") -> NodeInfo:
@@ -195,8 +198,8 @@ def test_sweep_ends_parts_on_evidence_only(tmp_path: Path) -> None:
     unreachable node's part ends on its record, or once its lease is surely over."""
     from types import SimpleNamespace
 
-    from tesserae.runtime.ray_gangs import GangBook, RayRun, RunPart
-    from tesserae.runtime.ray_layout import PartPlan
+    from tesserae.runtime.ray.gangs import GangBook, RayRun, RunPart
+    from tesserae.runtime.ray.layout import PartPlan
 
     roster = SimpleNamespace(agents={"n1": object(), "n2": object()}, unreachable=set())
     leases = LeaseBook(3.0, margin=0.0)

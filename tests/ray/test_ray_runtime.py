@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from ray_helpers import PY, RANK_JOB, REPO, RayCluster, Server, runs_of, toy, toy_value, wait_for
 
-from tesserae.runtime import procs
-from tesserae.runtime.store import DB_NAME, Store
+from tesserae.runtime.launch import procs
+from tesserae.runtime.store.database import DB_NAME, Store
 
 
 def _ranks(s: Server, job_id: int, world: int) -> list[dict[str, Any]]:

@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from tesserae.runtime import lifetime, procs
+from tesserae.runtime.launch import lifetime, procs
 
 REPO = Path(__file__).resolve().parents[2]
 TOY = REPO / "examples" / "toy_trainer.py"

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tesserae.runtime import lifecycle, pending
-from tesserae.runtime.job_files import tail_offset
+from tesserae.runtime.controller import lifecycle, pending
+from tesserae.runtime.job.files import tail_offset
 
 
 def row(**kw: Any) -> dict[str, Any]:

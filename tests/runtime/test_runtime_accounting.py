@@ -11,9 +11,9 @@ from rt_helpers import PY, Server
 from test_runtime_cli import one_line_error, run_here
 
 from tesserae.core.errors import InputError
-from tesserae.runtime import accounting
-from tesserae.runtime.commands.accounting import parse_time
-from tesserae.runtime.store import Store
+from tesserae.runtime.commands.job_fields import parse_time
+from tesserae.runtime.store import accounting
+from tesserae.runtime.store.database import Store
 
 
 def _job(store: Store, user: str, submit: float, finish: float | None, runs: list[tuple[float, float | None, int]]

@@ -177,7 +177,7 @@ def test_server_refuses_bad_options(tmp_path: Path, args: list[str], needle: str
 def test_server_without_gpus_says_to_use_virtual_gpus(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                       capsys: pytest.CaptureFixture[str]) -> None:
     from tesserae.core.errors import InputError
-    from tesserae.runtime.gpus import nvml_gpus
+    from tesserae.runtime.executor.gpus import nvml_gpus
 
     try:
         nvml_gpus()

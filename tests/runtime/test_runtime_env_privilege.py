@@ -25,11 +25,12 @@ import pytest
 from rt_helpers import PY, Server, wait_for
 from test_runtime_isolation import job_accounts, needs_root, open_dir  # noqa: F401 (fixtures)
 
-from tesserae.runtime import env_handoff, procs
-from tesserae.runtime.executor import Launch
-from tesserae.runtime.gpus import virtual_gpus
-from tesserae.runtime.isolation import Account
-from tesserae.runtime.local_executor import LocalExecutor
+from tesserae.runtime.executor.gpus import virtual_gpus
+from tesserae.runtime.executor.protocol import Launch
+from tesserae.runtime.job import env_handoff
+from tesserae.runtime.job.isolation import Account
+from tesserae.runtime.launch import procs
+from tesserae.runtime.local.executor import LocalExecutor
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc to build the LD_PRELOAD library")
 

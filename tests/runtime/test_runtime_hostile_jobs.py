@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from rt_helpers import PY, Server, toy, wait_for
 
-from tesserae.runtime import lifetime, procs
+from tesserae.runtime.launch import lifetime, procs
 
 # A job that writes its own progress file (any content), reports done, then stays a moment.
 WRITE_PROGRESS = ("import os, sys, time; open(os.environ['TESSERAE_PROGRESS_FILE'], 'w').write(sys.argv[1]); "

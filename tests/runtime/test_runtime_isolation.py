@@ -20,7 +20,8 @@ import pytest
 from rt_helpers import PY, Server, wait_for
 
 from tesserae.core.errors import InputError
-from tesserae.runtime import isolation, procs
+from tesserae.runtime.job import isolation
+from tesserae.runtime.launch import procs
 
 ACCOUNTS = ("tsr-jobs", "tsr-alice", "tsr-bob")
 needs_root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("useradd") is None,

@@ -17,9 +17,10 @@ from rt_helpers import PY, REPO, toy, toy_value, wait_for
 
 from tesserae.core.errors import InputError
 from tesserae.job import PREEMPTED_EXIT_CODE, RUN_EPOCH, Job, StaleRunError
-from tesserae.runtime import env_handoff, launcher
-from tesserae.runtime.gpus import gpu_type_of, machine_cluster, nvml_gpus, virtual_gpus
-from tesserae.runtime.store import Store, hash_token
+from tesserae.runtime.executor.gpus import gpu_type_of, machine_cluster, nvml_gpus, virtual_gpus
+from tesserae.runtime.job import env_handoff
+from tesserae.runtime.local import launcher
+from tesserae.runtime.store.database import Store, hash_token
 
 
 def test_checkpoints_round_trip_and_keep_only_the_latest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,8 +242,8 @@ def test_the_controller_table_keeps_its_identity_as_jobs_arrive(tmp_path: Path) 
     from tesserae.config import RunSpec, build_scheduler
     from tesserae.core.jobs import JobSpec
     from tesserae.profiles.loader import load_profile
-    from tesserae.runtime.controller import Controller
-    from tesserae.runtime.local_executor import LocalExecutor
+    from tesserae.runtime.controller.loop import Controller
+    from tesserae.runtime.local.executor import LocalExecutor
 
     cluster, gpus = machine_cluster(virtual_gpus(2))
     store = Store(tmp_path / "t.db")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rt_helpers import PY, Server, runs_of, toy, toy_value, wait_for
 
-from tesserae.runtime import procs
+from tesserae.runtime.launch import procs
 
 
 def test_preempt_resume_complete_loses_no_progress(tmp_path: Path, servers: Callable[..., Server]) -> None:

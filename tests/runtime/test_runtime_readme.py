@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rt_helpers import REPO, wait_for
 
-from tesserae.runtime import procs
+from tesserae.runtime.launch import procs
 
 
 def _readme_block() -> str:

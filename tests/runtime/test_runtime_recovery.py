@@ -11,8 +11,8 @@ from pathlib import Path
 
 from rt_helpers import Server, runs_of, toy, toy_value, wait_for
 
-from tesserae.runtime import procs
-from tesserae.runtime.store import DB_NAME, Store
+from tesserae.runtime.launch import procs
+from tesserae.runtime.store.database import DB_NAME, Store
 
 
 def _completions(path: Path) -> dict[str, int]:

@@ -12,8 +12,8 @@ from rt_helpers import PY, Server, wait_for
 from test_runtime_cli import one_line_error, run_here
 
 from tesserae.core.errors import InputError
-from tesserae.runtime.gpus import virtual_gpus
-from tesserae.runtime.resources import limit_cgroup, parse_memory
+from tesserae.runtime.executor.gpus import virtual_gpus
+from tesserae.runtime.job.resources import limit_cgroup, parse_memory
 
 SLEEP = [PY, "-c", "import time; time.sleep(600)"]
 

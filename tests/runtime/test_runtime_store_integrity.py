@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from rt_helpers import PY, Server
 
-from tesserae.runtime.store_integrity import ID_BLOCK, wal_problem
+from tesserae.runtime.store.integrity import ID_BLOCK, wal_problem
 
 
 def _start(state: Path, *extra: str) -> subprocess.CompletedProcess[str]:
@@ -184,7 +184,7 @@ def _old_store(db: Path, version: int, columns: str, state: str) -> None:
 
 
 def test_a_store_of_the_previous_schema_is_upgraded(tmp_path: Path) -> None:
-    from tesserae.runtime.store import Store
+    from tesserae.runtime.store.database import Store
 
     db = tmp_path / "t.db"
     _old_store(db, 1, "", "completed")
@@ -211,7 +211,7 @@ def test_a_store_of_the_previous_schema_is_upgraded(tmp_path: Path) -> None:
 ], ids=["v2", "v3-queues", "v3-lifecycle"])
 def test_every_earlier_store_gets_both_queue_and_lifecycle_columns(tmp_path: Path, version: int,
                                                                      columns: str) -> None:
-    from tesserae.runtime.store import Store
+    from tesserae.runtime.store.database import Store
 
     db = tmp_path / "t.db"
     _old_store(db, version, ", idempotency_key TEXT, request_hash TEXT" + columns, "queued")
@@ -283,8 +283,8 @@ def test_the_advised_recovery_from_a_corrupt_wal_gives_fresh_ids_and_folders(tmp
 def test_an_id_whose_folder_exists_is_never_handed_out(tmp_path: Path) -> None:
     """A folder left by a job the store does not know (its own, or its workspace under the job root) makes
     the next submission skip that id; each claimed id has a new, empty folder."""
-    from tesserae.runtime.job_ids import JobIds
-    from tesserae.runtime.job_paths import JobPaths
+    from tesserae.runtime.job.paths import JobPaths
+    from tesserae.runtime.store.job_ids import JobIds
 
     state, root = tmp_path / "state", tmp_path / "state-jobs"
     (state / "jobs" / "2").mkdir(parents=True)

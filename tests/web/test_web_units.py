@@ -11,8 +11,8 @@ from rt_helpers import PY
 
 from conftest import REPO
 from tesserae.core.errors import InputError
+from tesserae.runtime.api.cluster import usage_series
 from tesserae.web.cluster_pages import grid, queue_rows, running_jobs
-from tesserae.web.extra_api import usage_series
 from tesserae.web.job_pages import filter_jobs, run_timeline
 from tesserae.web.login_limits import Buckets, retry_after
 from tesserae.web.report import comparison, render, write_report

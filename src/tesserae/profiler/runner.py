@@ -299,7 +299,7 @@ def mps_running() -> bool:
 
 def detect_device(config: ProfileConfig, info: dict[str, Any]) -> Device:
     """The device to measure on, from :func:`probe`'s answer and the options."""
-    from tesserae.runtime.gpus import gpu_type_of
+    from tesserae.runtime.executor.gpus import gpu_type_of
 
     if "torch_version" not in info:
         raise InputError(f"PyTorch cannot be imported ({info.get('torch_error', 'not installed')}); "

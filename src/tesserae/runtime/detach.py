@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.core.errors import InputError
-from tesserae.runtime.state_folder import LOG_FILE, write_private
+from tesserae.runtime.store.state_folder import LOG_FILE, write_private
 
 READY_FILE = "server.ready"
 DETACHED_VAR = "TESSERAE_DETACHED"

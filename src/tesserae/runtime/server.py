@@ -12,7 +12,7 @@ uvicorn in the main thread; once it answers, ``--ready-file`` is written (``deta
 Ctrl-C stop the server; job processes keep running and the next server adopts them.
 
 With ``--executor ray`` the GPUs are those of a Ray cluster's nodes (``--ray-address``, or a local
-Ray instance started here), discovered once the state folder is locked; see ``ray_executor``.
+Ray instance started here), discovered once the state folder is locked; see ``ray.executor``.
 ``make_executor`` is the one place that names executor kinds: a new kind is added there.
 """
 
@@ -28,6 +28,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,9 +37,10 @@ from tesserae.config import RunSpec
 from tesserae.core.errors import InputError
 
 if TYPE_CHECKING:
-    from tesserae.runtime.controller import Controller
-    from tesserae.runtime.executor import Executor
-    from tesserae.runtime.state_folder import StateFolder
+    from tesserae.runtime.api.app import AppExtension
+    from tesserae.runtime.controller.loop import Controller
+    from tesserae.runtime.executor.protocol import Executor
+    from tesserae.runtime.store.state_folder import StateFolder
 
 EXECUTORS = ("local", "ray")
 
@@ -75,7 +77,7 @@ class ServerOptions:
     log_to_state: bool = False
     #: Server config file (YAML): tenant queues (``queues``, ``default_queue``); see ``tesserae.queue_file``.
     config: Path | None = None
-    #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.prediction``).
+    #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.controller.prediction``).
     predict_restart_seconds: float = 1.0
 
 
@@ -127,7 +129,7 @@ def check_policy(run: RunSpec) -> None:
 
 def _check_options(opts: ServerOptions) -> tuple[str, ...]:
     """The option checks that need nothing but the options; returns the checked ``--pass-env`` names."""
-    from tesserae.runtime.job_env import check_pass_env
+    from tesserae.runtime.job.env import check_pass_env
 
     if opts.executor not in EXECUTORS:
         raise InputError(f"unknown executor '{opts.executor}'; choose local or ray", field="executor")
@@ -149,13 +151,13 @@ def _check_options(opts: ServerOptions) -> tuple[str, ...]:
 def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[Any]:
     """The executor ``--executor`` names, checked as far as it can be before anything is written."""
     if opts.executor == "ray":
-        from tesserae.runtime.ray_executor import RayExecutor
+        from tesserae.runtime.ray.executor import RayExecutor
 
         if opts.ray_address is not None and opts.virtual_gpus is not None:
             raise InputError("--virtual-gpus declares the GPUs of a local Ray instance; on a Ray cluster declare "
                              "them per node with 'ray start --num-gpus N'", field="virtual-gpus")
-        from tesserae.runtime.node_net import parse_ports
-        from tesserae.runtime.ray_lease import DEFAULT_LEASE
+        from tesserae.runtime.executor.node_net import parse_ports
+        from tesserae.runtime.ray.lease import DEFAULT_LEASE
 
         try:
             ports = None if opts.master_ports is None else parse_ports(opts.master_ports)
@@ -166,22 +168,24 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
                           lease_seconds=opts.ray_lease or DEFAULT_LEASE, split_logs=True, master_ports=ports)
         ray.check_address()
         return ray
-    from tesserae.runtime.gpus import discover
-    from tesserae.runtime.local_executor import LocalExecutor
+    from tesserae.runtime.executor.gpus import discover
+    from tesserae.runtime.local.executor import LocalExecutor
 
     return LocalExecutor(discover(opts.virtual_gpus, opts.gpu_type), detect_cgroups=opts.cgroups == "auto",
                          pass_env=pass_env, log=say)
 
 
-def serve(opts: ServerOptions) -> None:
+def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
+    """Run the server until SIGTERM or Ctrl-C; ``extensions`` are mounted on its HTTP app after the API
+    (the dashboard: the ``tesserae server`` command passes it)."""
     from tesserae.config import build_scheduler
     from tesserae.profiles.loader import load_profile
-    from tesserae.runtime import isolation as iso
-    from tesserae.runtime import tenancy as tenancy_mod
-    from tesserae.runtime.api import create_app
-    from tesserae.runtime.controller import Controller, ControllerConfig
-    from tesserae.runtime.prediction import Predictor
-    from tesserae.runtime.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
+    from tesserae.runtime.api.app import create_app
+    from tesserae.runtime.controller import tenancy as tenancy_mod
+    from tesserae.runtime.controller.loop import Controller, ControllerConfig
+    from tesserae.runtime.controller.prediction import Predictor
+    from tesserae.runtime.job import isolation as iso
+    from tesserae.runtime.store.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
 
     pass_env = _check_options(opts)
     executor = make_executor(opts, pass_env)
@@ -230,7 +234,7 @@ def serve(opts: ServerOptions) -> None:
         **executor.info(),
     }
     controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
-    app = create_app(controller, info, max_body=opts.max_body_bytes)
+    app = create_app(controller, info, max_body=opts.max_body_bytes, extensions=extensions)
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in str(host) else host
     url = f"http://{url_host}:{port}"
@@ -263,7 +267,7 @@ def _run(opts: ServerOptions, app: Any, controller: Controller, sock: socket.soc
     import uvicorn
 
     from tesserae.runtime.detach import watch_ready
-    from tesserae.runtime.state_folder import SERVER_FILE
+    from tesserae.runtime.store.state_folder import SERVER_FILE
 
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off",
                             timeout_graceful_shutdown=5)

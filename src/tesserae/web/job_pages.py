@@ -11,9 +11,9 @@ from typing import Annotated, Any
 from fastapi import Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
-from tesserae.runtime.api_jobs import JobId
-from tesserae.runtime.job_files import MAX_INT
-from tesserae.runtime.store import FINAL_STATES, JOB_STATES
+from tesserae.runtime.api.jobs import JobId
+from tesserae.runtime.job.files import MAX_INT
+from tesserae.runtime.store.database import FINAL_STATES, JOB_STATES
 from tesserae.web.dashboard import ApiError, Dashboard
 from tesserae.web.session import Visitor, csrf_ok, read_form
 

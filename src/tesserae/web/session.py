@@ -28,7 +28,7 @@ from urllib.parse import parse_qs
 from fastapi import Request
 from fastapi.responses import Response
 
-from tesserae.runtime.store import Principal, Store
+from tesserae.runtime.store.database import Principal, Store
 
 COOKIE = "tesserae_session"
 IDLE_SECONDS = 12 * 3600.0

@@ -11,6 +11,9 @@ with a ``register(app)``, added to the list below.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 import typer
 
 from tesserae.runtime.commands import (
@@ -26,11 +29,15 @@ from tesserae.runtime.commands import (
     what_if,
 )
 
+if TYPE_CHECKING:
+    from tesserae.runtime.api.app import AppExtension
 
-def register(app: typer.Typer) -> None:
-    """Add the runtime commands to ``app``."""
+
+def register(app: typer.Typer, server_extensions: Sequence[AppExtension] = ()) -> None:
+    """Add the runtime commands to ``app``; ``tesserae server`` mounts ``server_extensions`` on its HTTP app
+    (``tesserae.cli`` passes the dashboard)."""
     token.register(app)
-    server.register(app)
+    server.register(app, server_extensions)
     submit.register(app)
     jobs.register(app)
     lifecycle.register(app)

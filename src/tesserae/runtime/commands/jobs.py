@@ -10,7 +10,6 @@ import typer
 from rich.table import Table
 
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
-from tesserae.runtime.commands.accounting import FIELDS, TIME_HELP, parse_fields, print_fields, window
 from tesserae.runtime.commands.common import (
     client,
     console,
@@ -22,6 +21,7 @@ from tesserae.runtime.commands.common import (
     when,
 )
 from tesserae.runtime.commands.common import until as time_until
+from tesserae.runtime.commands.job_fields import FIELDS, TIME_HELP, parse_fields, print_fields, why, window
 
 
 def register(app: typer.Typer) -> None:
@@ -75,14 +75,6 @@ def jobs(
     console.print(table)
 
 
-def why(job: dict[str, Any]) -> str:
-    """A waiting job's queue position and reason; an ended job's reason."""
-    if job.get("pending_reason"):
-        position = job.get("queue_position")
-        return (f"#{position} " if position else "") + job["pending_reason"]
-    return job.get("reason") or "-"
-
-
 def show(
     job_id: Annotated[str, typer.Argument(metavar="ID", help="Job id.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
@@ -128,7 +120,7 @@ def show(
 
 
 def lifecycle_rows(j: dict[str, Any]) -> list[tuple[str, str]]:
-    """The lifecycle controls and resource requests a job was given (``runtime.lifecycle``, ``resources``)."""
+    """The lifecycle controls and resource requests a job was given (``controller.lifecycle``, ``job.resources``)."""
     rows = []
     if j.get("time_limit_seconds") is not None:
         rows.append(("time limit", duration(j["time_limit_seconds"])))

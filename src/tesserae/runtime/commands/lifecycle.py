@@ -1,5 +1,5 @@
 """``tesserae hold``, ``release`` and ``resubmit``: keep a waiting job from starting, let it go again, or
-submit an ended job's spec anew (``runtime.lifecycle``)."""
+submit an ended job's spec anew (``runtime.controller.lifecycle``)."""
 
 from __future__ import annotations
 

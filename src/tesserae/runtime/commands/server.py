@@ -1,10 +1,16 @@
-"""``tesserae server``: run the controller and the HTTP API (``runtime.server``), or detach it."""
+"""``tesserae server``: run the controller and the HTTP API (``runtime.server``), or detach it.
+
+What the server mounts on its HTTP app besides the API (the dashboard of ``tesserae.web``) is given
+to ``register`` by the caller that composes the command line (``tesserae.cli``): the runtime never
+imports the web front end.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,12 +18,18 @@ from tesserae.cli_help import PlacementOpt, ServerPolicyOpt
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.cli_options import PlacementOptionsOpt, PolicyOptionsOpt, parse_plugin_options, parse_queues
 
+if TYPE_CHECKING:
+    from tesserae.runtime.api.app import AppExtension
 
-def register(app: typer.Typer) -> None:
-    app.command(cls=OneLineErrors)(server)
+
+def register(app: typer.Typer, extensions: Sequence[AppExtension] = ()) -> None:
+    """Add ``tesserae server``; the server mounts ``extensions`` on its HTTP app (the command's context
+    carries them to it)."""
+    app.command(cls=OneLineErrors, context_settings={"obj": tuple(extensions)})(server)
 
 
 def server(
+    ctx: typer.Context,
     state: Annotated[Path, typer.Option("--state", help="State folder: store, logs, checkpoints, tokens.")],
     executor: Annotated[str, typer.Option("--executor", help="Where jobs run: local (this machine) or ray (the "
                                           "nodes of a Ray cluster).")] = "local",
@@ -116,4 +128,4 @@ def server(
                         pass_env=tuple(pass_env or ()), cgroups=cgroups, max_body_bytes=max_body_bytes,
                         ready_file=ready_file, new_store=new_store, config=config,
                         predict_restart_seconds=predict_restart_seconds,
-                        log_to_state=os.environ.get(DETACHED_VAR) == "1"))
+                        log_to_state=os.environ.get(DETACHED_VAR) == "1"), extensions=ctx.obj or ())

@@ -10,8 +10,8 @@ import typer
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.core.errors import InputError
 from tesserae.runtime.commands.common import client, err, parse_job_id
-from tesserae.runtime.lifecycle import MAX_RETRIES, parse_array, parse_duration
-from tesserae.runtime.resources import MAX_CPUS, parse_memory
+from tesserae.runtime.controller.lifecycle import MAX_RETRIES, parse_array, parse_duration
+from tesserae.runtime.job.resources import MAX_CPUS, parse_memory
 
 
 def register(app: typer.Typer) -> None:
@@ -42,7 +42,7 @@ def _job_ids(items: list[str] | None, field: str) -> list[int]:
 
 def lifecycle_payload(time_limit: str | None, retries: int, retry_backoff: str, after: list[str] | None,
                       after_ok: list[str] | None, array: str | None, hold: bool) -> dict[str, Any]:
-    """The submission's lifecycle fields (``runtime.lifecycle``) from the command line, checked here."""
+    """The submission's lifecycle fields (``runtime.controller.lifecycle``) from the command line, checked here."""
     out: dict[str, Any] = {}
     if time_limit is not None:
         out["time_limit"] = _duration(time_limit, "--time-limit")

@@ -33,7 +33,7 @@ def token_create(
     if not re.fullmatch(r"[A-Za-z0-9_.@\-]{1,100}", user):
         raise InputError(f"'{user}' is not a valid user name (letters, digits, _ . @ -)", field="user")
     if state is not None:
-        from tesserae.runtime.store import DB_NAME, Store
+        from tesserae.runtime.store.database import DB_NAME, Store
 
         store = Store(state / DB_NAME, create=False)
         try:

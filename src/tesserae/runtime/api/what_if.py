@@ -1,0 +1,85 @@
+"""``POST /v1/what-if``: the active jobs' predicted start and finish, now and under another policy,
+placement or queue config, both simulated from the same snapshot of the latest decision
+(``prediction.Predictor.what_if``). 409 when the server makes no predictions or has not decided
+yet; 422 naming the field for an unknown policy, placement or a bad queue config.
+"""
+
+from typing import Any
+
+from fastapi import FastAPI, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from tesserae.core.errors import InputError
+from tesserae.runtime.api.limits import ErrorBody
+from tesserae.runtime.controller.tenancy import QueueRefused
+from tesserae.runtime.store import jobs as stored_jobs
+
+
+class WhatIf(BaseModel):
+    """Another policy, placement or queue config for the same snapshot (omitted: as the server runs)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    policy: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[a-z0-9\-]+$")
+    placement: str | None = Field(None, min_length=1, max_length=64, pattern=r"^[a-z0-9\-]+$")
+    queues: dict[str, Any] | None = Field(None, description="A queue config as for PUT /v1/queues.")
+    no_queues: bool = Field(False, description="One global queue instead of the server's tenant queues.")
+
+
+def _average_jct(pred: Any, submit: dict[int, float], epoch: float) -> float | None:
+    jcts = [f + epoch - submit[j] for j, f in pred.finish.items() if f is not None and j in submit]
+    return sum(jcts) / len(jcts) if jcts else None
+
+
+def add_what_if_routes(app: FastAPI, controller: Any, Who: Any) -> None:
+    """``POST /v1/what-if``, authenticated by ``Who`` (``auth``)."""
+
+    @app.post("/v1/what-if", tags=["queues"],
+              responses={409: {"model": ErrorBody, "description": "No decision has been made yet: nothing to "
+                                                                  "predict from."}})
+    def what_if(req: WhatIf, who: Who) -> dict[str, Any]:
+        """Predicted start and finish of the active jobs now, and under another policy, placement or quota.
+
+        Both come from the same snapshot of the latest decision, simulated forward. A user sees their own
+        jobs (an admin every job); the averages cover every active job.
+        """
+        from tesserae.core.queues import parse_config
+        from tesserae.placement.base import placement_names
+        from tesserae.scheduling.base import policy_names
+
+        predictor = controller.predictor
+        if predictor is None:
+            raise HTTPException(409, "this server makes no predictions")
+        if req.policy is not None and req.policy not in policy_names(include_oracles=False):
+            raise QueueRefused(422, "policy", f"unknown policy '{req.policy}'; the server accepts "
+                                              f"{', '.join(policy_names(include_oracles=False))}")
+        if req.placement is not None and req.placement not in placement_names():
+            raise QueueRefused(422, "placement", f"unknown placement '{req.placement}'; choose one of: "
+                                                 f"{', '.join(placement_names())}")
+        try:
+            queues = None if req.queues is None else parse_config(req.queues, path="body")
+            base, alt = predictor.what_if(req.policy, req.placement, queues, no_queues=req.no_queues)
+        except InputError as e:
+            raise QueueRefused(422, e.field or "queues", str(e)) from None
+        except LookupError as e:
+            raise HTTPException(409, str(e)) from None
+        ids = sorted(set(base.start) | set(base.finish))
+        rows = stored_jobs.briefs(controller.store, ids)
+        epoch = predictor.epoch
+
+        def at(v: float | None) -> float | None:
+            return None if v is None else v + epoch
+
+        jobs = []
+        for j in ids:
+            r = rows.get(j)
+            if r is None or (not who.admin and r["user"] != who.user):
+                continue
+            jobs.append({"id": j, "name": r["name"], "user": r["user"], "state": r["state"],
+                         "start": at(base.start.get(j)), "finish": at(base.finish.get(j)),
+                         "what_if_start": at(alt.start.get(j)), "what_if_finish": at(alt.finish.get(j))})
+        submit = {j: float(r["submit_time"]) for j, r in rows.items()}
+        return {"policy": base.policy, "what_if_policy": alt.policy, "jobs": jobs,
+                "avg_jct": _average_jct(base, submit, epoch), "what_if_avg_jct": _average_jct(alt, submit, epoch),
+                "complete": base.complete and alt.complete, "estimated_work": sorted(set(base.estimated_work)),
+                "snapshot_time": base.now + epoch}

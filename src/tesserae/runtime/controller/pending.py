@@ -1,0 +1,168 @@
+"""Why each waiting job waits, and where it stands in the queue: what ``jobs``, ``show``, ``cluster`` and
+the API show for a queued or preempted job.
+
+A waiting job's reason is the first rule of ``RULES`` that has one (a lifecycle control: held, a
+dependency, a retry's backoff; then its tenant queue's quota at the latest decision, on a server
+with queues: "queue at its borrowing limit"), else what the resources say: "waiting for 4 GPUs
+(2 free)", "behind 3 jobs" (in queue 1 under Tiresias), or "next to start". Its position counts
+only the jobs that may be scheduled (1 = first), in the policy's order at the latest decision;
+jobs that arrived since come after, oldest first. A new kind of reason is a rule appended to
+``RULES``: a function of the job's row and the ``Queue`` that returns a sentence or None. This is
+the only source of a job view's ``pending_reason``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tesserae.runtime.controller import lifecycle
+from tesserae.runtime.store import allocations, jobs
+from tesserae.scheduler_queues import REASONS, WAIT_GPUS
+from tesserae.scheduling.base import QueueInspect
+
+if TYPE_CHECKING:
+    from tesserae.runtime.controller.loop import Controller
+
+
+@dataclass
+class Queue:
+    """What the rules see: the time, every job's state, the free GPUs, the policy's order."""
+
+    now: float
+    states: dict[int, str]
+    total_gpus: int
+    free_gpus: int
+    order: list[int] = field(default_factory=list)
+    levels: dict[int, int] = field(default_factory=dict)
+    #: Free GPUs of each type (for a job that asks for a type).
+    free_by_type: dict[str, int] = field(default_factory=dict)
+    #: Why the tenant queues held each waiting job back at the latest decision (``tenancy``), by id.
+    tenant_reasons: dict[int, str] = field(default_factory=dict)
+
+
+Rule = Callable[[Any, Queue], "str | None"]
+
+
+def lifecycle_rule(row: Any, queue: Queue) -> str | None:
+    return lifecycle.blocked(row, queue.states, queue.now)
+
+
+def tenant_queue_rule(row: Any, queue: Queue) -> str | None:
+    return queue.tenant_reasons.get(int(row["id"]))
+
+
+#: Reasons that keep a job out of the decision, tried in order (the first sentence wins).
+RULES: list[Rule] = [lifecycle_rule, tenant_queue_rule]
+
+
+def tenant_reasons(controller: Controller, waiting: list[Any]) -> dict[int, str]:
+    """The tenant queues' reason for each waiting job at the latest decision, where it is about the
+    queue (its share, its borrowing limit, a production job past the guarantee). Plain lack of free
+    GPUs is left to the resource reason, which says how many."""
+    tenancy = controller.tenancy
+    if tenancy is None:
+        return {}
+    out = {}
+    for row in waiting:
+        job_id = int(row["id"])
+        reason = tenancy.pending_reason(controller.scheduler, controller.table, job_id)
+        if reason and reason != REASONS[WAIT_GPUS]:
+            out[job_id] = reason
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    position: int | None
+    reason: str
+
+
+def policy_order(controller: Controller) -> tuple[list[int], dict[int, int]]:
+    """Job ids in the policy's order at the latest decision, and each one's queue level where the policy
+    has queues (``QueueInspect``: Tiresias' levels).
+
+    Table rows are stable (row i is the i-th job ever submitted), so rows of an older decision
+    still name the same jobs while the controller thread moves on.
+    """
+    table, order = controller.table, controller.scheduler.last_order
+    if table is None or len(order) == 0:
+        return [], {}
+    rows = np.asarray(order, dtype=np.int64)
+    rows = rows[rows < table.n]
+    ids = [int(x) for x in table.job_id[rows]]
+    policy = controller.scheduler.policy
+    if not isinstance(policy, QueueInspect):
+        return ids, {}
+    try:
+        return ids, {j: int(q) for j, q in zip(ids, policy.queue_of(rows), strict=True)}
+    except (IndexError, ValueError):  # the policy's state moved on meanwhile (a new table)
+        return ids, {}
+
+
+def snapshot(controller: Controller, now: float | None = None) -> tuple[Queue, list[Any]]:
+    """The queue as the rules see it, and the waiting jobs' rows."""
+    store = controller.store
+    states = jobs.states(store)
+    used = allocations.gpus_in_use(store)
+    total = controller.cluster.num_gpus
+    free_by_type = dict(controller.cluster.gpus_by_type)
+    gpus = controller.executor.gpus
+    for g in used:
+        if 0 <= g < len(gpus) and gpus[g].gpu_type in free_by_type:
+            free_by_type[gpus[g].gpu_type] -= 1
+    order, levels = policy_order(controller)
+    waiting = jobs.waiting(store)
+    return Queue(time.time() if now is None else now, states, total, max(0, total - len(used)), order,
+                 levels, free_by_type, tenant_reasons(controller, waiting)), waiting
+
+
+def describe(controller: Controller, now: float | None = None) -> dict[int, Pending]:
+    """Every waiting job's position (None when a rule holds it back) and reason, by job id."""
+    return reasons(*snapshot(controller, now))
+
+
+def queue_view(controller: Controller, user: str | None) -> list[dict[str, Any]]:
+    """The waiting jobs, in queue order (those a rule holds back last): what ``/v1/cluster`` shows.
+    With ``user`` set (not an admin), other users' jobs come without their name."""
+    queue, waiting = snapshot(controller)
+    why = reasons(queue, waiting)
+    rows = sorted(waiting, key=lambda r: (why[int(r["id"])].position is None,
+                                          why[int(r["id"])].position or 0, int(r["id"])))
+    return [{"id": int(r["id"]), "user": r["user"], "name": r["name"] if user in (None, r["user"]) else None,
+             "state": r["state"], "gpus": int(r["num_gpus"]), "position": why[int(r["id"])].position,
+             "reason": why[int(r["id"])].reason,
+             "waited_seconds": max(0.0, queue.now - float(r["submit_time"]) - float(r["executed"]))}
+            for r in rows]
+
+
+def reasons(queue: Queue, waiting: list[Any]) -> dict[int, Pending]:
+    """The position and reason of each of the ``waiting`` rows."""
+    out: dict[int, Pending] = {}
+    eligible = []
+    for row in waiting:
+        reason = next((text for rule in RULES if (text := rule(row, queue)) is not None), None)
+        if reason is None:
+            eligible.append(row)
+        else:
+            out[int(row["id"])] = Pending(None, reason)
+    rank = {j: i for i, j in enumerate(queue.order)}
+    eligible.sort(key=lambda r: (int(r["id"]) not in rank, rank.get(int(r["id"]), 0), int(r["id"])))
+    for ahead, row in enumerate(eligible):
+        job_id, need = int(row["id"]), int(row["num_gpus"])
+        kind = row["gpu_type"] if "gpu_type" in row.keys() else None  # noqa: SIM118 (a sqlite3.Row's `in`: values)
+        free = queue.free_gpus if kind is None else queue.free_by_type.get(kind, 0)
+        if need > free:
+            what = f"{need}{'' if kind is None else ' ' + kind} GPU{'s' if need > 1 else ''}"
+            reason = f"waiting for {what} ({free} free)"
+        elif ahead:
+            level = queue.levels.get(job_id)
+            reason = f"behind {ahead} job{'s' if ahead > 1 else ''}" + ("" if level is None else f" in queue {level}")
+        else:
+            reason = "next to start (at the next decision)"
+        out[job_id] = Pending(ahead + 1, reason)
+    return out

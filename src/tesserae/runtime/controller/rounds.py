@@ -1,0 +1,214 @@
+"""Decision rounds: store -> JobTable -> ``Scheduler.decide`` -> Plan, exactly as the simulator calls it.
+
+Each decision rebuilds a ``JobTable`` from the store (row i = the i-th job ever submitted, so
+rows are stable across rounds and restarts), computes attained service and executed time from
+the recorded run intervals (an open run counts up to now), takes the progress each job reported
+(iterations), leaves out the waiting jobs a lifecycle control blocks (``lifecycle.blocked``: held,
+a dependency, a retry's backoff), and calls ``Scheduler.decide`` with the running jobs' current assignments.
+
+Before it, the executor's new view of the cluster is taken, if it has one (nodes joined or left):
+the Scheduler is rebuilt on it (same policy and placement objects, so their per-job state
+carries over) and the running jobs' GPU ids are remapped onto it; and a tenant queue config
+replaced over the API (``tenancy``) is put into the scheduler. After it, the predictor (if any)
+takes a copy of the state to predict start times from. Applying the Plan is ``apply``'s.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.jobs import JobSpec, JobStatus, JobTable
+from tesserae.core.plan import Assignment, Plan
+from tesserae.runtime.controller import lifecycle
+from tesserae.runtime.controller.runs import Live, RunBook
+from tesserae.runtime.executor.protocol import Executor
+from tesserae.runtime.store import allocations, jobs
+from tesserae.runtime.store.database import ACTIVE_STATES, FINAL_STATES, Store
+from tesserae.scheduler import Scheduler
+
+if TYPE_CHECKING:
+    from tesserae.runtime.controller.prediction import Predictor
+    from tesserae.runtime.controller.tenancy import RuntimeQueues
+
+#: Work (iterations) of a job that declared none: real schedulers such as Tiresias do not need it.
+UNKNOWN_WORK = 1e12
+
+
+class RuntimeTable(JobTable):
+    """A JobTable whose job-type list is given (append-only across rounds) instead of derived.
+
+    Row i is the i-th job ever submitted; the controller re-initialises it in place as jobs arrive,
+    so its identity (which per-table caches key on) stays the same for the controller's life.
+    """
+
+    def __init__(self, specs: list[JobSpec], types: list[str]) -> None:
+        super().__init__(specs)
+        index = {t: i for i, t in enumerate(types)}
+        self.types = types
+        self.type_idx = np.fromiter((index[s.job_type] for s in self.specs), dtype=np.int64, count=self.n)
+
+
+def fill_rows(table: JobTable, rows: list[Any], running: dict[int, Live], now: float, epoch: float) -> list[int]:
+    """Each job's service, progress, times and status from its stored row (and its open run); the
+    active rows (queued or running, not being cancelled)."""
+    active = []
+    for i, r in enumerate(rows):
+        state = r["state"]
+        attained, executed = float(r["attained"]), float(r["executed"])
+        live = running.get(int(r["id"]))
+        if live is not None:
+            held = max(0.0, now - live.start_time)
+            attained += int(r["num_gpus"]) * held
+            executed += held
+        table.attained[i], table.executed[i] = attained, executed
+        table.progress[i] = float(r["progress"])
+        table.preemptions[i], table.migrations[i] = int(r["preemptions"]), int(r["migrations"])
+        for col, key in ((table.first_start, "first_start"), (table.finish, "finish_time"),
+                         (table.last_start, "last_start")):
+            if r[key] is not None:
+                col[i] = float(r[key]) - epoch
+        if r["last_stop"] is not None:
+            table.last_stop[i] = float(r["last_stop"]) - epoch
+        if state in FINAL_STATES:
+            table.status[i] = JobStatus.DONE
+        elif live is not None:
+            table.status[i] = JobStatus.RUNNING
+            active.append(i)
+        else:
+            table.status[i] = JobStatus.QUEUED
+            if state in ACTIVE_STATES and not r["cancel_requested"] and state != "running":
+                active.append(i)
+    return active
+
+
+class Rounds:
+    def __init__(self, store: Store, executor: Executor[Any], scheduler: Scheduler, cluster: Cluster,
+                 runs: RunBook, log: Callable[[str], None]) -> None:
+        self.store, self.executor, self.scheduler, self.cluster = store, executor, scheduler, cluster
+        self.runs, self.log = runs, log
+        self.epoch = store.epoch
+        self.table: RuntimeTable | None = None
+        #: The job types a submission may name: the profile's, and ``generic``.
+        self.types: list[str] = [*sorted(scheduler.model.job_types()), "generic"]
+        #: When the policy wants to decide again by itself (a demotion, say), in wall-clock time.
+        self.next_event = math.inf
+        #: When the first retry's backoff ends (``lifecycle``): a decision is due then.
+        self.retry_due = math.inf
+        #: Called with the new Cluster when the executor's view changed (the server's info).
+        self.on_cluster_change: Callable[[Cluster], None] | None = None
+        #: Tenant queues (``tenancy.RuntimeQueues``): a new config is installed before a decision.
+        self.tenancy: RuntimeQueues | None = None
+        #: Predicted starts (``prediction.Predictor``): handed the state after every decision.
+        self.predictor: Predictor | None = None
+
+    def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
+        """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
+        rows = jobs.every_job(self.store)
+        if lifecycle.cancel_unsatisfiable(self.store, rows, now):
+            rows = jobs.every_job(self.store)
+        e = self.epoch
+        known = set(self.types)
+        specs = [JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]),
+                         str(r["job_type"]) if r["job_type"] in known else "generic",
+                         float(r["iterations"] or r["total_reported"] or UNKNOWN_WORK), None, str(r["user"]),
+                         1.0, str(r["name"]), queue=str(r["queue"]), priority_class=str(r["priority_class"]),
+                         gpu_type=r["gpu_type"]) for r in rows]
+        table = self.table_for(specs)
+        row_of = {int(r["id"]): i for i, r in enumerate(rows)}
+        running = self.runs.running()
+        active = fill_rows(table, rows, running, now, e)
+        states = {int(r["id"]): str(r["state"]) for r in rows}
+        self.retry_due = min((float(r["retry_at"]) for r in rows if r["state"] in ACTIVE_STATES
+                              and r["retry_at"] is not None and float(r["retry_at"]) > now), default=math.inf)
+        active = [i for i in active if int(rows[i]["id"]) in running
+                  or lifecycle.blocked(rows[i], states, now) is None]  # held, dependencies, retry backoff
+        previous = {row_of[live.job_id]: Assignment(row_of[live.job_id], live.gpus,
+                                                    row_of.get(live.partner) if live.partner is not None
+                                                    else None, live.strategy)
+                    for live in running.values() if live.job_id in row_of}
+        return table, np.asarray(active, dtype=np.int64), previous
+
+    def table_for(self, specs: list[JobSpec]) -> JobTable:
+        """The one table of this controller, grown in place when jobs arrive.
+
+        Policies and placements may keep per-row state tied to the table object (Tiresias' queues,
+        say), exactly as over a simulation; so the object lives as long as the controller and only
+        grows. Its job-type list is fixed: the profile's types and ``generic`` (the API refuses any
+        other, and ``build_table`` counts a stored one it does not know as ``generic``), so no
+        submission can make the policy's per-job state restart.
+        """
+        if self.table is None:
+            self.table = RuntimeTable(specs, list(self.types))
+        else:
+            RuntimeTable.__init__(self.table, specs, list(self.types))
+        self.table.set_reference_rates(self.scheduler.model)
+        return self.table
+
+    def decide(self, now: float) -> tuple[Plan, JobTable] | None:
+        """One decision: the Plan and the table it names rows of; None when no job is active."""
+        if self.tenancy is not None:
+            self.tenancy.install(self.scheduler)  # a config replaced over the API, between decisions
+        table, active, previous = self.build_table(now)
+        rel = now - self.epoch
+        for job_id in self.runs.finished:
+            rows = np.flatnonzero(table.job_id == job_id)
+            if rows.size:
+                self.scheduler.policy.on_finish(table, int(rows[0]), rel)
+        self.runs.finished.clear()
+        if active.size == 0:
+            self.next_event = self.retry_due
+            self._record(now, 0.0, None)
+            return None
+        c0 = time.perf_counter()
+        plan = self.scheduler.decide(rel, table, active, previous)
+        seconds = time.perf_counter() - c0
+        self._record(now, seconds, plan)
+        running_rows = np.fromiter(plan.assignments, dtype=np.int64, count=len(plan.assignments))
+        ev = self.scheduler.policy.next_event(table, active, running_rows, rel)
+        self.next_event = min(self.epoch + ev if ev > rel else math.inf, self.retry_due)
+        if self.predictor is not None:  # it copies the state here and simulates it in a thread of its own
+            self.predictor.after_decision(self.epoch, rel, table, active, plan.assignments, self.scheduler)
+        return plan, table
+
+    def take_view(self) -> bool:
+        """Take the executor's new view of the cluster, if any; False: postpone the decision."""
+        change = self.executor.view_change()
+        if change is None:
+            return self.executor.cluster is not None
+        live = self.runs.live.values()
+        if any(change.remap.get(g) is None for run in live for g in run.gpus):
+            return False  # a run still holds GPUs of a node that left: it is being reaped
+        self.executor.commit_view(change)
+        moved = []
+        for run in live:
+            gpus = tuple(change.remap[g] for g in run.gpus)  # type: ignore[misc]
+            if gpus != run.gpus:
+                run.gpus = gpus
+                moved.append((run.alloc_id, gpus))
+        allocations.move(self.store, moved)
+        if change.cluster is None:
+            self.log("cluster: no usable node left; decisions wait until one joins")
+            return False
+        s = self.scheduler
+        self.cluster = change.cluster
+        self.scheduler = Scheduler(change.cluster, s.policy, s.placement, s.model, s.config, queues=s.queues)
+        self.log(f"cluster: now {change.cluster.describe()} ({change.cluster.num_gpus} GPUs)")
+        self.store.event(None, "cluster", {"cluster": change.cluster.describe(), "gpus": change.cluster.num_gpus})
+        if self.on_cluster_change is not None:
+            self.on_cluster_change(change.cluster)
+        return True
+
+    def _record(self, now: float, seconds: float, plan: Plan | None) -> None:
+        stats = self.runs.stats
+        stats.rounds += 1
+        stats.decision_seconds_sum += seconds
+        stats.last_decision = now
+        if plan is not None and (plan.started or plan.stopped or plan.migrated):
+            self.store.event(None, "decision", {"started": len(plan.started), "stopped": len(plan.stopped),
+                                                "migrated": len(plan.migrated), "seconds": round(seconds, 6)})
