@@ -195,16 +195,17 @@ class SlurmCluster:
                 out.append(p.read_text(errors="replace")[-tail:])
         return "\n".join(out)
 
-    def command(self, *argv: str, check: bool = True, timeout: float = 60.0,
-                on: str | None = None) -> subprocess.CompletedProcess[str]:
-        """Run a Slurm command against this cluster (on host ``on`` of two hosts, default the first)."""
+    def command(self, *argv: str, check: bool = True, timeout: float = 60.0, on: str | None = None,
+                env_tz_utc: bool = False) -> subprocess.CompletedProcess[str]:
+        """Run a Slurm command against this cluster (on host ``on`` of two hosts, default the first); with
+        ``env_tz_utc`` in UTC (sacct's times)."""
+        env = {**self.env(), **({"TZ": "UTC"} if env_tz_utc else {})}
         if self.hosts is not None:
             import shlex
 
-            return self.hosts.run(on or self.nodes[0], " ".join(shlex.quote(a) for a in argv), env=self.env(),
+            return self.hosts.run(on or self.nodes[0], " ".join(shlex.quote(a) for a in argv), env=env,
                                   timeout=timeout, check=check)
-        r = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, **self.env()})
+        r = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env={**os.environ, **env})
         if check and r.returncode != 0:
             raise RuntimeError(f"{' '.join(argv)}: exit {r.returncode}: {r.stderr.strip()[-2000:]}")
         return r
@@ -260,14 +261,12 @@ class SlurmCluster:
 
     def wait_idle(self, timeout: float = 60.0) -> None:
         """Every node idle (its slurmd registered, no job)."""
-        def idle() -> bool:
-            out = self.command("sinfo", "-h", "-N", "-o", "%N %T", check=False).stdout.split()
-            states = dict(zip(out[::2], out[1::2], strict=False))
-            return all(states.get(n) == "idle" for n in self.nodes)
-        self._wait("every node idle", idle, timeout)
+        self._wait("every node idle", lambda: all(self.node_state(n) == "idle" for n in self.nodes), timeout)
 
     def node_state(self, node: str) -> str:
-        return self.command("sinfo", "-h", "-n", node, "-o", "%T").stdout.strip()
+        """slurmctld's state of the node, lower case (``idle``, ``mixed``, ``idle+drain``...)."""
+        out = self.command("scontrol", "show", "node", node, "-o", check=False).stdout
+        return next((w.split("=", 1)[1].lower() for w in out.split() if w.startswith("State=")), "")
 
     def kill(self, name: str, signum: int = signal.SIGKILL) -> None:
         """Signal one daemon (``slurmctld``, ``slurmd-NODE``...) and wait for it to be gone."""
@@ -295,13 +294,13 @@ class SlurmCluster:
         for name in order:
             self.kill(name, signal.SIGTERM if name in ("mariadbd", "slurmdbd") else signal.SIGKILL)
         if self.hosts is None:  # the jobs' slurmstepd's outlive a killed slurmd: end those of this cluster
-            for pid in _stepds(self.root):
+            for pid in _stepds(self.conf):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
 
 
-def _stepds(root: Path) -> list[int]:
-    """slurmstepd processes whose spool folder is under ``root`` (those of this cluster's jobs)."""
+def _stepds(conf: str) -> list[int]:
+    """The slurmstepd processes of this cluster's jobs (their environment names its slurm.conf)."""
     out = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -309,6 +308,6 @@ def _stepds(root: Path) -> list[int]:
         with contextlib.suppress(OSError):
             if (entry / "comm").read_text().strip() != "slurmstepd":
                 continue
-            if str(root) in os.readlink(entry / "cwd"):
+            if f"SLURM_CONF={conf}".encode() in (entry / "environ").read_bytes().split(b"\0"):
                 out.append(int(entry.name))
     return out

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -48,12 +49,29 @@ def open_partition(slurm_one_host):
     slurm_one_host.command("scontrol", "update", "PartitionName=tess", "RootOnly=YES")
 
 
+def wait_accounted(cluster, since: str, jobs: set[str], timeout: float = 120.0) -> None:
+    """Until slurmdbd has the final record of every job (slurmctld sends them on asynchronously)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = cluster.command("sacct", "-X", "--noheader", "--parsable2", "--allusers", "--starttime", since,
+                              "--format", "JobID,State", check=False, env_tz_utc=True).stdout
+        final = {line.split("|")[0].split("_")[0] for line in out.splitlines()
+                 if line.split("|")[-1].split(" ")[0] not in ("PENDING", "RUNNING", "REQUEUED", "")}
+        if jobs <= final:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"slurmdbd has not recorded the end of {sorted(jobs - final)}:\n{out}")
+        time.sleep(0.5)
+
+
 def test_a_real_history_imports_with_every_end_and_runs_in_the_simulator(open_partition, tmp_path: Path) -> None:
     c = open_partition
     for account in ("physics", "chem"):
         c.command("sacctmgr", "-i", "add", "account", account)
     c.command("sacctmgr", "-i", "add", "user", "root", "account=physics,chem")
     c.command("sacctmgr", "-i", "add", "user", "nobody", "account=chem")
+    time.sleep(1)  # the jobs of other tests ended before this moment: the import asks for what ran since
+    since = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S")  # (sacct runs with TZ=UTC)
     done = sbatch(c, "--gres=gpu:a100_0:1,gpu:a100_1:1", "--account=physics", "--job-name=resnet50", "--wrap",
                   "sleep 2")
     failed = sbatch(c, "--gres=gpu:a100_2:1", "--account=physics", "--wrap", "sleep 2; exit 3")
@@ -74,12 +92,15 @@ def test_a_real_history_imports_with_every_end_and_runs_in_the_simulator(open_pa
     time.sleep(1.2)
     c.command("scontrol", "requeue", requeued)
     wait_state(c, requeued, ("PENDING",))
+    time.sleep(2)  # a start in the second of the requeue finds its credential revoked
     c.command("scontrol", "update", f"JobId={requeued}", "StartTime=now")  # not Slurm's 120 s wait after a requeue
     wait_state(c, requeued, ("COMPLETED",), timeout=120)
     for j in (f"{array}_0", f"{array}_1", running, waiting):
         wait_state(c, j, ("COMPLETED", "CANCELLED"))
+    ours = {done, failed, other, cpu_only, array, running, waiting, requeued}
+    wait_accounted(c, since, ours)
     out = tmp_path / "history.csv"
-    r = subprocess.run([*TESSERAE, "trace", "import", "slurm", "--sacct", "--since", "now-1hour", "--out", str(out)],
+    r = subprocess.run([*TESSERAE, "trace", "import", "slurm", "--sacct", "--since", since, "--out", str(out)],
                        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **c.env()}, timeout=120)
     assert r.returncode == 0, r.stderr + r.stdout
     assert "left out: 1 without GPUs" in r.stdout and "left out: 1 never started" in r.stdout, r.stdout

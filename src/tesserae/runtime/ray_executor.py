@@ -69,8 +69,8 @@ from tesserae.runtime import job_files, procs, ray_connect, ray_logs, ray_recove
 from tesserae.runtime.executor import Adopted, Launch, NodeState, ViewChange
 from tesserae.runtime.gpus import Gpu
 from tesserae.runtime.ray_gangs import GangBook, RayRun, start_gang
-from tesserae.runtime.ray_layout import View, remap
-from tesserae.runtime.ray_lease import DEFAULT_LEASE, LeaseBook
+from tesserae.runtime.ray_layout import View, view_change
+from tesserae.runtime.ray_lease import DEFAULT_LEASE, MARGIN, LeaseBook
 from tesserae.runtime.ray_nodes import AgentPoller, NodeRoster, kill_marked, marked_pids, node_states
 
 
@@ -134,8 +134,7 @@ class RayExecutor:
 
     def view_change(self) -> ViewChange | None:
         """The new cluster view when nodes joined or left since the committed one, else None."""
-        new = self.roster.view_change()
-        return None if new is None else ViewChange(new.cluster, remap(self.roster.view, new), new)
+        return view_change(self.roster.view, self.roster.view_change())
 
     def commit_view(self, change: ViewChange) -> None:
         assert isinstance(change.detail, View)
@@ -202,6 +201,11 @@ class RayExecutor:
 
     def release(self, marker: str) -> None:
         """Nothing left to free: a run's records went when its end was read (``exit_code``)."""
+
+    @property
+    def fence_seconds(self) -> float:
+        """A part on a node out of reach stops by its lease: after it, and the margin."""
+        return self.leases.lease + MARGIN
 
     # ------------------------------------------------------------------ the server's life
     def check_address(self) -> None:
