@@ -257,6 +257,11 @@ class SlurmCluster:
         return "UP" in r.stdout
 
     def start_slurmd(self, node: str) -> None:
+        if self.hosts is not None:  # 'ip netns exec' gave the host a /sys of its own, without cgroup mounts
+            self.hosts.run(node, "mountpoint -q /sys/fs/cgroup || { mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup"
+                                 " && mkdir /sys/fs/cgroup/systemd /sys/fs/cgroup/freezer && mount -t cgroup -o "
+                                 "none,name=systemd cgroup /sys/fs/cgroup/systemd && mount -t cgroup -o freezer cgroup "
+                                 "/sys/fs/cgroup/freezer; }")
         self._spawn(f"slurmd-{node}", [_tool("slurmd"), "-D", "-f", self.conf, "-N", node], on=node)
 
     def wait_idle(self, timeout: float = 60.0) -> None:
@@ -269,10 +274,14 @@ class SlurmCluster:
         return next((w.split("=", 1)[1].lower() for w in out.split() if w.startswith("State=")), "")
 
     def kill(self, name: str, signum: int = signal.SIGKILL) -> None:
-        """Signal one daemon (``slurmctld``, ``slurmd-NODE``...) and wait for it to be gone."""
+        """Signal one daemon (``slurmctld``, ``slurmd-NODE``...) and wait for it to be gone. On two hosts the
+        daemon is signalled by name on its host (the child we hold is its ``nsenter``)."""
         p = self.procs.pop(name, None)
         if p is None:
             return
+        if self.hosts is not None:
+            comm, _, node = name.partition("-")
+            self.hosts.kill(node or self.nodes[0], comm[:15], signum)
         with contextlib.suppress(ProcessLookupError):
             p.send_signal(signum)
         with contextlib.suppress(subprocess.TimeoutExpired):
