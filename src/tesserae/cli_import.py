@@ -80,6 +80,9 @@ def register(trace_app: typer.Typer, console: Console) -> None:
                                            "partition.account, user or none.")] = "account",
         gpu_type: Annotated[str | None, typer.Option("--gpu-type", help="Type of GPUs the dump does not type "
                                                      "(gres/gpu=N on a site without GRES types).")] = None,
+        keep_types: Annotated[bool, typer.Option("--keep-requested-types", help="A GPU type a job asked for "
+                                                 "(ReqTRES gres/gpu:a100) is the only type it may run on (tesserae "
+                                                 "and gavel placements refuse such jobs).")] = False,
         profile: Annotated[str | None, typer.Option("--profile", help="Throughput profile (default: built-in "
                                                     "model).")] = None,
         seed: Annotated[int, typer.Option("--seed", help="Seed of the job types drawn for jobs whose name is no "
@@ -100,7 +103,7 @@ def register(trace_app: typer.Typer, console: Console) -> None:
             timezone = "UTC"
         assert path is not None
         result = read_slurm_import(path, load_profile(profile), seed, zone=timezone, queue_by=queue,
-                                   gpu_type=gpu_type)
+                                   gpu_type=gpu_type, keep_requested_types=keep_types)
         out.parent.mkdir(parents=True, exist_ok=True)
         write_canonical(result.jobs, out)
         jobs = result.jobs

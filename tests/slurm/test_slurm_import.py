@@ -109,7 +109,7 @@ def test_a_real_history_imports_with_every_end_and_runs_in_the_simulator(open_pa
     jobs = {j.name: j for j in read_canonical(out)}
     assert set(jobs) == {done, failed, other, f"{array}_0", f"{array}_1", running, requeued}
     assert jobs[done].num_gpus == 2 and jobs[done].job_type == "resnet50" and jobs[done].queue == "physics"
-    assert jobs[done].controls is None and jobs[done].user == "root" and jobs[done].gpu_type == "a100"
+    assert jobs[done].controls is None and jobs[done].user == "root" and jobs[done].gpu_type is None
     assert 1 <= jobs[done].duration <= 4 and jobs[done].work == pytest.approx(
         jobs[done].duration * DefaultModel().rate("resnet50", 2, "a100"))
     assert jobs[failed].controls.failures == 1 and jobs[failed].controls.retries == 0

@@ -68,7 +68,8 @@ def test_every_case_of_a_month(tmp_path: Path) -> None:
         row(113, "FAILED", T + "30", T + "30", T + "40", 10),
         row(113, "FAILED", T + "45", T + "45", T + "57", 12),
     )
-    got = read_slurm_import(p, MODEL, queue_by="partition.account")
+    got = read_slurm_import(p, MODEL, queue_by="partition.account", keep_requested_types=True)
+    assert {j.gpu_type for j in read_slurm_import(p, MODEL).jobs} == {None}  # asked-for types: no constraint
     jobs = {j.job_id: j for j in got.jobs}
     assert sorted(jobs) == [100, 103, 105, 106, 108, 112, 113]
     assert got.records == 18 and got.left_out == {STEPS: 2, NEVER_STARTED: 1, UNFINISHED: 2, NO_GPUS: 1, REVOKED: 1}

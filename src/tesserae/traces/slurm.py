@@ -15,8 +15,10 @@ what ``--sacct`` asks for (``JobName`` last, so that a ``|`` in a job's name can
   ``123.0``, ``123.extern``) are left out: a job's allocation is its record. Records repeated for a
   requeued job (``--duplicates``) are its attempts, in file order.
 - **GPUs.** Count and type from ``AllocTRES`` (what it ran on: ``gres/gpu=4``,
-  ``gres/gpu:a100=4``), else ``ReqTRES``; a type asked for in ``ReqTRES`` becomes the job's
-  ``gpu_type`` (the only type it may run on). CPUs and memory (MiB) from the same lists.
+  ``gres/gpu:a100=4``), else ``ReqTRES``. With ``keep_requested_types`` a type asked for in
+  ``ReqTRES`` becomes the job's ``gpu_type`` (the only type it may run on; placements that choose
+  types themselves, ``tesserae`` and ``gavel``, refuse such jobs), otherwise it is not a constraint.
+  CPUs and memory (MiB) from the same lists.
 - **Work.** The job's run time (``ElapsedRaw``, else ``Elapsed``, else ``End - Start``; at least
   1 s, as Slurm counts whole seconds) summed over its attempts, times the model's rate for its job
   type on the GPUs it ran on (their type when the model knows it, else the reference type;
@@ -302,7 +304,8 @@ def _controls(job: _Job, ran: list[_Attempt], total: float) -> Controls | None:
 
 
 def read_slurm_import(path: str | Path, model: ThroughputModel, seed: int = 0, *, zone: str = "UTC",
-                      queue_by: str = "account", gpu_type: str | None = None) -> SlurmImport:
+                      queue_by: str = "account", gpu_type: str | None = None,
+                      keep_requested_types: bool = False) -> SlurmImport:
     """Jobs of a sacct dump and what was left out (see the module docstring). ``gpu_type``: the type of
     GPUs a record does not type (``gres/gpu=4`` on a site without GRES types)."""
     if queue_by not in QUEUE_BY:
@@ -361,7 +364,7 @@ def read_slurm_import(path: str | Path, model: ThroughputModel, seed: int = 0, *
         submits = [a.submit for a in job.attempts if a.submit is not None]
         if not submits:
             raise InputError("no Submit time", path=str(p), line=first.line, field="Submit")
-        wanted = job.req.gpu_type.lower() if job.req.gpu_type else None
+        wanted = job.req.gpu_type.lower() if job.req.gpu_type and keep_requested_types else None
         rows.add(first.line, _job_id(job, p), job.job_id_text, min(submits), g, job_type, work, total,
                  user=job.user, queue=_queue(job, queue_by), controls=controls, gpu_type=wanted,
                  cpus=job.tres.cpus or job.cpus or job.req.cpus, memory_mb=job.tres.memory_mb or job.req.memory_mb)

@@ -16,9 +16,9 @@
 - **Stopping.** Preemption, migration and cancellation are ``scancel --batch --signal=TERM`` (the
   launcher forwards it to the job, which checkpoints), then, after the grace period,
   ``scancel --full --signal=KILL`` and ``scancel``.
-- **Ends.** ``squeue`` is polled every 0.5 s while runs are live; a part ends on its launcher's
-  exit record, on Slurm's word that its job ended where ``slurmd`` answers, or at the end of its
-  fence (``lease``). The gang rule is the Ray executor's.
+- **Ends.** A part ends on its launcher's exit record (looked for every 0.1 s), on Slurm's word
+  that its job ended where ``slurmd`` answers (``squeue``, polled every 0.5 s while runs are live),
+  or at the end of its fence (``lease``). The gang rule is the Ray executor's.
 - **Fencing.** Every part holds a lease the server renews (``lease``): a part Slurm cannot stop
   (its ``slurmd`` died or was cut off) is revoked, and its job started elsewhere only once its
   launcher recorded that it stopped, or its lease is surely over. So no run continues after it
@@ -67,6 +67,8 @@ LAUNCHER = str(Path(part_launcher.__file__).resolve())
 JOBS_EVERY, IDLE_EVERY, NODES_EVERY = 0.5, 2.0, 1.0
 #: The store's record of the last renewal written (for a restarted server), and how often it is kept.
 LEASE_META, RECORD_EVERY = "slurm_lease", 1.0
+#: How often a live part's exit record is looked for (s): a run's end is seen this fast.
+RECORD_LOOK = 0.1
 #: A part still pending in Slurm this long is reported (once) with Slurm's reason.
 PENDING_NOTE = 10.0
 _ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "SIGNALING",
@@ -392,7 +394,10 @@ class SlurmExecutor:
         fresh = p.slurm_id is not None and snap.jobs_at > p.submitted
         st = snap.jobs.get(p.slurm_id) if fresh and p.slurm_id is not None else None
         inactive = fresh and (st is None or st.state in FINAL)
-        if inactive or run.stopping or run.lost_why or p.revoked_at is not None:
+        # The exit record comes before Slurm's word (the launcher writes it, then exits): look for it at most
+        # every RECORD_LOOK seconds, at once when Slurm says the job ended.
+        if inactive or now - p.looked >= RECORD_LOOK:
+            p.looked = now
             rec = read_exit(p.part_dir)
             if rec is not None:
                 code, t, orphaned, why = rec

@@ -8,7 +8,7 @@ written before anything is submitted and updated as ids come back (write-ahead, 
 to a run).
 
 How a part ends (``Part.end``): its launcher's exit record (``PART_DIR/exit.json``: the code, or
-``orphaned`` when it stopped on a revocation or its lease); or, without one, Slurm's word that
+``orphaned`` when it stopped on a revocation or its lease; looked for every 0.1 s); or, without one, Slurm's word that
 its job ended while its node answers (its launcher was killed with it: no code, the run is lost);
 or the end of its fence (revoked ``LEASE + MARGIN`` ago: whatever it was, it has stopped).
 ``NODE_FAIL``, or the end of a job on a node that does not answer, is no proof: the part is
@@ -56,6 +56,7 @@ class Part(RunPart):
     submitted: float = 0.0  # time.monotonic() of its sbatch (a poll older than that knows nothing of it)
     revoked_at: float | None = None  # time.monotonic() when its revocation was written
     pending_noted: bool = False
+    looked: float = 0.0  # time.monotonic() when its exit record was last looked for
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "name": self.name, "slurm_id": self.slurm_id,
