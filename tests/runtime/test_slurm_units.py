@@ -102,6 +102,8 @@ def _check(config: dict[str, str] | None = None, part: dict[str, str] | None = N
     ({"node": NODE.replace("gpu:a100_0:1(S:0),gpu:a100_1:1(S:0),gpu:a100_2:1", "gpu:a100:3")},
      "NodeName=n1 Gres=gpu:a100:3: does not name each GPU"),
     ({"node": NODE.replace("Partitions=tess", "Partitions=debug")}, "the partition has no node"),
+    ({"config": {"SelectTypeParameters": "CR_Core_Memory", "DefMemPerNode": "UNLIMITED"}},
+     "SelectTypeParameters=CR_Core_Memory: memory is a consumable resource but has no default"),
 ])
 def test_settings_that_break_tesserae_stop_the_server_naming_them(kw: dict, needle: str) -> None:
     with pytest.raises(InputError) as e:
@@ -114,6 +116,7 @@ def test_settings_that_break_tesserae_stop_the_server_naming_them(kw: dict, need
 def test_settings_that_only_delay_starts_are_warnings() -> None:
     assert _check() == []
     assert _check(config={"PreemptType": "preempt/qos"}) == []  # preemption is off on the partition
+    assert _check(config={"SelectTypeParameters": "CR_Core_Memory"}, part={"DefMemPerGPU": "20000"}) == []
     assert _check(node=NODE.replace("Partitions=tess", "Partitions=tess,debug"),
                   others=[{"PartitionName": "debug", "State": "INACTIVE"}]) == []
     warnings = _check(config={"SchedulerParameters": "(null)", "SlurmdTimeout": "300 sec"})

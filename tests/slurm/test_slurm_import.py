@@ -103,8 +103,8 @@ def test_a_real_history_imports_with_every_end_and_runs_in_the_simulator(open_pa
     r = subprocess.run([*TESSERAE, "trace", "import", "slurm", "--sacct", "--since", since, "--out", str(out)],
                        capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", **c.env()}, timeout=120)
     assert r.returncode == 0, r.stderr + r.stdout
-    assert "left out: 1 without GPUs" in r.stdout and "left out: 1 never started" in r.stdout, r.stdout
     dump = (tmp_path / "history.csv.sacct.txt").read_text()
+    assert "left out: 1 without GPUs" in r.stdout and "left out: 1 never started" in r.stdout, r.stdout + dump
     assert dump.splitlines()[0].startswith("JobIDRaw|JobID|State|")
     jobs = {j.name: j for j in read_canonical(out)}
     assert set(jobs) == {done, failed, other, f"{array}_0", f"{array}_1", running, requeued}

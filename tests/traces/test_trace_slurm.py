@@ -52,6 +52,7 @@ def test_every_case_of_a_month(tmp_path: Path) -> None:
         row(102, "COMPLETED", T + "05", T + "05", "2024-03-01T11:00:05", 3600, jobid="100.extern"),
         row(103, "FAILED", T + "10", T + "20", T + "50", 30, jobid="99_3", name="a|b"),  # a '|' in the name
         row(104, "CANCELLED by 1000", T + "10", "Unknown", T + "30", 0),  # cancelled while waiting
+        row(114, "CANCELLED by 0", T + "10", T + "30", T + "30", 0, ""),  # the same, as Slurm 22.05 records it
         row(105, "TIMEOUT", T + "10", T + "10", "2024-03-01T12:00:10", 7200, "cpu=8,gres/gpu=8,node=2",
             "gres/gpu=8", nodes=2),
         row(106, "REQUEUED", T + "10", T + "10", T + "40", 30),  # three attempts: requeued, node failure, done
@@ -72,7 +73,7 @@ def test_every_case_of_a_month(tmp_path: Path) -> None:
     assert {j.gpu_type for j in read_slurm_import(p, MODEL).jobs} == {None}  # asked-for types: no constraint
     jobs = {j.job_id: j for j in got.jobs}
     assert sorted(jobs) == [100, 103, 105, 106, 108, 112, 113]
-    assert got.records == 18 and got.left_out == {STEPS: 2, NEVER_STARTED: 1, UNFINISHED: 2, NO_GPUS: 1, REVOKED: 1}
+    assert got.records == 19 and got.left_out == {STEPS: 2, NEVER_STARTED: 2, UNFINISHED: 2, NO_GPUS: 1, REVOKED: 1}
     j = jobs[100]
     assert (j.submit_time, j.num_gpus, j.job_type, j.duration, j.name) == (0.0, 2, "resnet50", 3600.0, "100")
     assert j.work == 3600 * MODEL.rate("resnet50", 2, "a100")  # ran on a100s: replayed there, it lasts as long

@@ -41,8 +41,9 @@ what ``--sacct`` asks for (``JobName`` last, so that a ``|`` in a job's name can
   than it did, how much is unknown: its work is twice what it could do before its recorded end on
   the model's fastest GPU type, so that the recorded end comes first wherever it runs.
 - **Left out, and counted** (``SlurmImport.left_out``, printed by the import): steps, jobs that
-  never started (cancelled or failed while waiting), jobs still pending or running when the dump
-  was taken (no end yet), jobs without GPUs, and revoked federation siblings.
+  never started (cancelled or failed while waiting: no ``Start``, or no ``AllocTRES``), jobs still
+  pending or running when the dump was taken (no end yet), jobs without GPUs, and revoked
+  federation siblings.
 
 Anything else that cannot be read (a missing column, a bad time, a TRES list, an unknown state,
 the same job twice with no requeue between) is an ``InputError`` naming the file, line and field.
@@ -204,6 +205,8 @@ def _read(p: Path, zone: tzinfo, left_out: Counter[str]) -> tuple[list[_Job], in
         word, kind = sf.state(cells[col["state"]], p, line)
         submit = sf.timestamp(cells[col["submit"]], zone, p, line, "Submit")
         start = sf.timestamp(cells[col["start"]], zone, p, line, "Start")
+        if "alloctres" in col and sf.missing(cells[col["alloctres"]]):
+            start = None  # never allocated (Slurm gives a job cancelled while waiting a Start equal to its End)
         seconds = _run_seconds(cells, col, start, p, line)
         if start is not None and seconds is None:
             end = sf.timestamp(cells[col["end"]], zone, p, line, "End")

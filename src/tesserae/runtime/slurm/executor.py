@@ -418,7 +418,10 @@ class SlurmExecutor:
             return
         node = self.roster.nodes.get(p.plan.node_id)
         if (st is None or st.state != "NODE_FAIL") and node is not None and not node.silent:
-            p.end(None, time.time(), True)  # Slurm ended it where slurmd answers: its launcher was killed with it
+            # Slurm ended it where slurmd answers: COMPLETED is the launcher's exit 0, whose record this
+            # server does not see yet (a shared file system's cache); otherwise the launcher was killed.
+            completed = st is not None and st.state == "COMPLETED"
+            p.end(0 if completed else None, time.time(), not completed)
         elif p.revoked_at is None:
             self.log(f"slurm: part {p.plan.index} of {run.marker}: Slurm says {st.state if st else 'nothing'} on "
                      f"{p.plan.node_id}, which does not answer; revoked, it ends on its record or its lease")

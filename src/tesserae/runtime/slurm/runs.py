@@ -10,7 +10,8 @@ to a run).
 How a part ends (``Part.end``): its launcher's exit record (``PART_DIR/exit.json``: the code, or
 ``orphaned`` when it stopped on a revocation or its lease; looked for every 0.1 s); or, without one, Slurm's word that
 its job ended while its node answers (its launcher was killed with it: no code, the run is lost);
-or the end of its fence (revoked ``LEASE + MARGIN`` ago: whatever it was, it has stopped).
+or the end of its fence (revoked ``LEASE + MARGIN`` ago: whatever it was, it has stopped). A job
+Slurm says ``COMPLETED`` ended with its launcher's exit 0 even if its record is not seen yet.
 ``NODE_FAIL``, or the end of a job on a node that does not answer, is no proof: the part is
 revoked and waited for. The gang rule is the Ray executor's: a part that fails or is lost stops
 the rest (SIGTERM, SIGKILL after the grace period); a lost part makes the run lost.

@@ -9,6 +9,8 @@ that stops the server with one line naming it:
   Slurm starts no job that Tesserae did not decide (the server runs as root; runs switch to the
   job's account themselves);
 - its ``MaxTime=UNLIMITED``: Slurm would end a run at its time limit;
+- where memory is a consumable resource (``CR_*_Memory``), a default memory per CPU, GPU or node:
+  otherwise a run whose job asks no memory takes its node's whole memory;
 - no preemption of its jobs: ``PreemptType=preempt/none``, or ``PreemptMode=OFF`` on the partition;
 - its nodes belong to no other partition that is up: Slurm would start that partition's jobs on
   Tesserae's GPUs;
@@ -73,6 +75,12 @@ def check(config: Mapping[str, str], partitions: list[dict[str, str]], nodes: li
     if part.get("MaxTime", "UNLIMITED") != "UNLIMITED":
         raise _fail(f"MaxTime={part.get('MaxTime')} on {where}", "Slurm would end a run at that limit: set "
                     "MaxTime=UNLIMITED (Tesserae applies each job's own time limit)")
+    if "MEMORY" in config.get("SelectTypeParameters", "").upper() and not any(
+            v not in ("", "UNLIMITED", "0", "(null)") for k in ("DefMemPerCPU", "DefMemPerGPU", "DefMemPerNode")
+            for v in (config.get(k, ""), part.get(k, ""))):
+        raise _fail(f"SelectTypeParameters={config.get('SelectTypeParameters')}", "memory is a consumable resource "
+                    "but has no default: a run whose job asks no memory would take its node's whole memory and the "
+                    "node's next run would wait; set DefMemPerGPU (or DefMemPerCPU) on the partition")
     preempt = config.get("PreemptType", "preempt/none")
     if preempt != "preempt/none" and part.get("PreemptMode", "OFF").upper() != "OFF":
         raise _fail(f"PreemptType={preempt} with PreemptMode={part.get('PreemptMode')} on {where}",
