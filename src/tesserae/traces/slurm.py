@@ -161,7 +161,21 @@ def _header(p: Path, line: int, text: str) -> dict[str, int]:
     return col
 
 
-def _records(p: Path) -> Iterator[tuple[int, list[str], dict[str, int]]]:
+class _Cols:
+    """Where each field is in a record (None: absent), read once from the header."""
+
+    def __init__(self, col: dict[str, int]) -> None:
+        g = col.get
+        self.jobid, self.raw = g("jobid", col.get("jobidraw")), g("jobidraw", col.get("jobid"))
+        self.raw_field = "JobIDRaw" if "jobidraw" in col else "JobID"
+        self.state, self.submit, self.start, self.end = col["state"], col["submit"], col["start"], col["end"]
+        self.elapsed = [(i, label) for name, label in (("elapsedraw", "ElapsedRaw"), ("elapsed", "Elapsed"))
+                        if (i := g(name)) is not None]
+        self.alloc, self.req, self.cpus, self.nodes = g("alloctres"), g("reqtres"), g("alloccpus"), g("nnodes")
+        self.user, self.account, self.partition, self.name = g("user"), g("account"), g("partition"), g("jobname")
+
+
+def _records(p: Path) -> tuple[_Cols, Iterator[tuple[int, list[str]]]]:
     lines = _lines(p)
     first = next(lines, None)
     if first is None:
@@ -169,55 +183,56 @@ def _records(p: Path) -> Iterator[tuple[int, list[str], dict[str, int]]]:
     col = _header(p, *first)
     width = len(first[1].split("|"))
     last_is_name = col.get("jobname") == width - 1
-    for n, text in lines:
-        cells = text.split("|")
-        if len(cells) != width:
-            if len(cells) > width and last_is_name:  # a '|' in the job's name (the last field)
-                cells = [*cells[:width - 1], "|".join(cells[width - 1:])]
-            else:
-                raise InputError(f"{len(cells)} fields where the header has {width} (a '|' in a value?)",
-                                 path=str(p), line=n)
-        yield n, cells, col
+
+    def rows() -> Iterator[tuple[int, list[str]]]:
+        for n, text in lines:
+            cells = text.split("|")
+            if len(cells) != width:
+                if len(cells) > width and last_is_name:  # a '|' in the job's name (the last field)
+                    cells = [*cells[:width - 1], "|".join(cells[width - 1:])]
+                else:
+                    raise InputError(f"{len(cells)} fields where the header has {width} (a '|' in a value?)",
+                                     path=str(p), line=n)
+            yield n, cells
+
+    return _Cols(col), rows()
 
 
-def _run_seconds(cells: list[str], col: dict[str, int], start: float | None, p: Path, line: int) -> float | None:
-    """The record's run time: ElapsedRaw, else Elapsed, else End - Start; None when it never ran."""
-    if start is None:
-        return None
-    for name, label in (("elapsedraw", "ElapsedRaw"), ("elapsed", "Elapsed")):
-        if name in col:
-            s = sf.duration(cells[col[name]], p, line, label)
-            if s is not None:
-                return s
+def _run_seconds(cells: list[str], c: _Cols, start: float, end_text: str, kind: str, zone: tzinfo, p: Path,
+                 line: int) -> float | None:
+    """The record's run time: ElapsedRaw, else Elapsed, else End - Start (None: still running)."""
+    for i, label in c.elapsed:
+        s = sf.duration(cells[i], p, line, label)
+        if s is not None:
+            return s
+    end = sf.timestamp(end_text, zone, p, line, "End")
+    if end is not None:
+        if end < start:
+            raise InputError(f"ends before it starts ({end_text!r} < {cells[c.start]!r})", path=str(p), line=line,
+                             field="End")
+        return end - start
+    if kind not in (sf.UNFINISHED, sf.RESTARTED):
+        raise InputError("a job that started and ended has no End (nor Elapsed)", path=str(p), line=line, field="End")
     return None
 
 
 def _read(p: Path, zone: tzinfo, left_out: Counter[str]) -> tuple[list[_Job], int]:
     jobs: dict[str, _Job] = {}
     records = 0
-    for line, cells, col in _records(p):
+    c, rows = _records(p)
+    for line, cells in rows:
         records += 1
-        text_id = cells[col["jobid"]].strip() if "jobid" in col else cells[col["jobidraw"]].strip()
-        raw = cells[col["jobidraw"]].strip() if "jobidraw" in col else text_id
+        text_id = cells[c.jobid].strip()  # type: ignore[index]
+        raw = cells[c.raw].strip()  # type: ignore[index]
         if "." in text_id or "." in raw:
             left_out[STEPS] += 1
             continue
-        word, kind = sf.state(cells[col["state"]], p, line)
-        submit = sf.timestamp(cells[col["submit"]], zone, p, line, "Submit")
-        start = sf.timestamp(cells[col["start"]], zone, p, line, "Start")
-        if "alloctres" in col and sf.missing(cells[col["alloctres"]]):
+        word, kind = sf.state(cells[c.state], p, line)
+        submit = sf.timestamp(cells[c.submit], zone, p, line, "Submit")
+        start = sf.timestamp(cells[c.start], zone, p, line, "Start")
+        if c.alloc is not None and sf.missing(cells[c.alloc]):
             start = None  # never allocated (Slurm gives a job cancelled while waiting a Start equal to its End)
-        seconds = _run_seconds(cells, col, start, p, line)
-        if start is not None and seconds is None:
-            end = sf.timestamp(cells[col["end"]], zone, p, line, "End")
-            if end is not None:
-                if end < start:
-                    raise InputError(f"ends before it starts ({cells[col['end']]!r} < {cells[col['start']]!r})",
-                                     path=str(p), line=line, field="End")
-                seconds = end - start
-            elif kind not in (sf.UNFINISHED, sf.RESTARTED):
-                raise InputError("a job that started and ended has no End (nor Elapsed)", path=str(p), line=line,
-                                 field="End")
+        seconds = None if start is None else _run_seconds(cells, c, start, cells[c.end], kind, zone, p, line)
         attempt = _Attempt(line, word, kind, submit, start, seconds)
         job = jobs.get(raw)
         if job is not None:
@@ -225,41 +240,47 @@ def _read(p: Path, zone: tzinfo, left_out: Counter[str]) -> tuple[list[_Job], in
             if prev.kind not in (sf.RESTARTED, sf.FAILED) and prev.word != "PREEMPTED":
                 raise InputError(f"job {text_id} appears twice (first on line {job.attempts[0].line}) without being "
                                  f"requeued in between (its earlier record is {prev.word})", path=str(p), line=line,
-                                 field="JobIDRaw" if "jobidraw" in col else "JobID")
+                                 field=c.raw_field)
             job.attempts.append(attempt)
             if start is not None:  # the resources of the latest attempt that ran
-                _resources(job, cells, col, p, line)
+                _resources(job, cells, c, p, line)
             continue
         job = _Job(raw, text_id, [attempt], sf.NO_TRES, sf.NO_TRES, None, None,
-                   _text(cells, col, "user"), _text(cells, col, "account"), _text(cells, col, "partition"),
-                   _text(cells, col, "jobname"))
-        _resources(job, cells, col, p, line)
+                   "" if c.user is None else cells[c.user].strip(),
+                   "" if c.account is None else cells[c.account].strip(),
+                   "" if c.partition is None else cells[c.partition].strip(),
+                   "" if c.name is None else cells[c.name].strip())
+        _resources(job, cells, c, p, line)
         jobs[raw] = job
     return list(jobs.values()), records
 
 
-def _text(cells: list[str], col: dict[str, int], name: str) -> str:
-    i = col.get(name)
-    return "" if i is None else cells[i].strip()
+def _whole(cells: list[str], i: int | None, p: Path, line: int, field: str) -> int | None:
+    """A whole-number cell (None when absent or empty)."""
+    if i is None:
+        return None
+    v = cells[i]
+    if v.isdigit():
+        return int(v)
+    v = v.strip()
+    if not v or sf.missing(v):
+        return None
+    if not v.isdigit():
+        raise InputError(f"not a whole number: {v!r}", path=str(p), line=line, field=field)
+    return int(v)
 
 
-def _resources(job: _Job, cells: list[str], col: dict[str, int], p: Path, line: int) -> None:
-    if "alloctres" in col:
-        job.tres = sf.tres(cells[col["alloctres"]], p, line, "AllocTRES")
-    if "reqtres" in col:
-        job.req = sf.tres(cells[col["reqtres"]], p, line, "ReqTRES")
-    if "alloccpus" in col:
-        c = cells[col["alloccpus"]].strip()
-        if c and not sf.missing(c):
-            if not c.isdigit():
-                raise InputError(f"not a whole number: {c!r}", path=str(p), line=line, field="AllocCPUS")
-            job.cpus = float(c) or None
-    if "nnodes" in col:
-        n = cells[col["nnodes"]].strip()
-        if n and not sf.missing(n):
-            if not n.isdigit():
-                raise InputError(f"not a whole number: {n!r}", path=str(p), line=line, field="NNodes")
-            job.nodes = int(n)
+def _resources(job: _Job, cells: list[str], c: _Cols, p: Path, line: int) -> None:
+    if c.alloc is not None:
+        job.tres = sf.tres(cells[c.alloc], p, line, "AllocTRES")
+    if c.req is not None:
+        job.req = sf.tres(cells[c.req], p, line, "ReqTRES")
+    cpus = _whole(cells, c.cpus, p, line, "AllocCPUS")
+    if cpus:
+        job.cpus = float(cpus)
+    nodes = _whole(cells, c.nodes, p, line, "NNodes")
+    if nodes is not None:
+        job.nodes = nodes
 
 
 def _job_id(job: _Job, p: Path) -> int:
@@ -323,7 +344,8 @@ def read_slurm_import(path: str | Path, model: ThroughputModel, seed: int = 0, *
     kept: list[tuple[_Job, list[_Attempt], float, int]] = []
     for job in raw_jobs:
         final = job.attempts[-1]
-        ran = [a for a in job.attempts if a.start is not None]
+        ran = job.attempts if len(job.attempts) == 1 and final.start is not None else \
+            [a for a in job.attempts if a.start is not None]
         if final.kind == sf.OTHER:
             left_out[REVOKED] += 1
         elif final.kind in (sf.UNFINISHED, sf.RESTARTED):

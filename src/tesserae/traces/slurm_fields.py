@@ -24,7 +24,7 @@ _DURATION = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
 
 
 def missing(text: str) -> bool:
-    return text.strip().lower() in NO_VALUE
+    return not text or text.strip().lower() in NO_VALUE
 
 
 def timestamp(text: str, zone: tzinfo, path: Path, line: int, field: str) -> float | None:
