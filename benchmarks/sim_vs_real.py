@@ -10,7 +10,12 @@ that started a run to its first iteration (process start, checkpoint restore, an
 the preempted job to stop). The simulation is also run with no overhead, to show what that
 parameter is worth. Writes the `sim_vs_real` section of BENCHMARKS.md.
 
+With ``--executor slurm`` (root, Slurm installed) the real run is under a Slurm partition instead:
+real daemons started for it (``slurm_cluster.SlurmCluster``: one node of ``--gpus`` GPUs) and
+``tesserae server --executor slurm``; it writes the `sim_vs_real_slurm` section.
+
     .venv/bin/python benchmarks/sim_vs_real.py [--jobs 24] [--gpus 4] [--seed 1] [--configs tiresias-las:10,las]
+        [--executor local|slurm]
 """
 
 from __future__ import annotations
@@ -90,8 +95,10 @@ def workload(n: int, seed: int, spi: float, mean_gap: float) -> list[dict[str, A
 
 
 def start_server(state: Path, gpus: int, policy: str, placement: str, round_seconds: float,
-                 event_driven: bool, queues: str | None) -> tuple[subprocess.Popen[bytes], str, str]:
-    cmd = [PY, "-m", "tesserae.cli", "server", "--state", str(state), "--virtual-gpus", str(gpus), "--host",
+                 event_driven: bool, queues: str | None, where: list[str] | None = None,
+                 extra_env: dict[str, str] | None = None) -> tuple[subprocess.Popen[bytes], str, str]:
+    where = where or ["--virtual-gpus", str(gpus)]
+    cmd = [PY, "-m", "tesserae.cli", "server", "--state", str(state), *where, "--host",
            "127.0.0.1", "--port", "0", "--policy", policy, "--placement", placement, "--round-seconds",
            str(round_seconds), "--grace-seconds", "10", "--event-driven" if event_driven else "--rounds-only",
            "--insecure-same-user"]  # the toy jobs use this checkout's Python environment
@@ -99,7 +106,7 @@ def start_server(state: Path, gpus: int, policy: str, placement: str, round_seco
         cmd += ["--queues", queues]
     log = (state.parent / "server.log").open("wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**env, **(extra_env or {})})
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -116,8 +123,24 @@ def start_server(state: Path, gpus: int, policy: str, placement: str, round_seco
 
 def run_real(jobs: list[dict[str, Any]], args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     state = workdir / "state"
+    cluster = None
+    where, env = None, None
+    if args.executor == "slurm":
+        from slurm_cluster import SlurmCluster
+
+        cluster = SlurmCluster(workdir / "slurm", gpus=args.gpus).start()
+        where, env = ["--executor", "slurm", "--slurm-partition", "tess"], cluster.env()
+    try:
+        return _run_real(jobs, args, state, where, env)
+    finally:
+        if cluster is not None:
+            cluster.stop()
+
+
+def _run_real(jobs: list[dict[str, Any]], args: argparse.Namespace, state: Path, where: list[str] | None,
+              env: dict[str, str] | None) -> dict[str, Any]:
     proc, url, token = start_server(state, args.gpus, args.policy, args.placement, args.round_seconds,
-                                    args.event_driven, args.queues)
+                                    args.event_driven, args.queues, where, env)
     http = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
     try:
         t0 = time.monotonic()
@@ -139,7 +162,7 @@ def run_real(jobs: list[dict[str, Any]], args: argparse.Namespace, workdir: Path
             time.sleep(0.5)
         bad = [v["id"] for v in views if v["state"] != "completed"]
         if bad:
-            raise SystemExit(f"jobs {bad} did not complete; see {workdir}")
+            raise SystemExit(f"jobs {bad} did not complete; see {state}")
     finally:
         http.close()
         proc.send_signal(signal.SIGTERM)
@@ -201,7 +224,8 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
     jobs = [dict(j) for j in jobs]
     workdir = Path(tempfile.mkdtemp(prefix="tesserae-sim-vs-real-"))
     label = args.policy + (f"(queues {args.queues})" if args.queues else "") + f":{args.placement}"
-    print(f"real run of {label}: {len(jobs)} toy jobs on {args.gpus} virtual GPUs (state in {workdir})", flush=True)
+    where = f"a Slurm partition of {args.gpus} GPUs" if args.executor == "slurm" else f"{args.gpus} virtual GPUs"
+    print(f"real run of {label}: {len(jobs)} toy jobs on {where} (state in {workdir})", flush=True)
     wall0 = time.monotonic()
     real = run_real(jobs, args, workdir)
     wall = time.monotonic() - wall0
@@ -238,19 +262,28 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
     return out
 
 
+SLURM_RUN = ("Slurm executor: real slurmctld and slurmd daemons started for the run, one node whose GPUs are GRES "
+             "backed by placeholder device files; each run a Slurm batch job whose launcher starts the toy job, which "
+             "checkpoints on SIGTERM (scancel --signal) and resumes")
+
+
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    slurm = args.executor == "slurm"
     lines = [
+        "## Simulator vs real runtime under Slurm (`benchmarks/sim_vs_real.py --executor slurm`)" if slurm else
         "## Simulator vs real runtime (`benchmarks/sim_vs_real.py`)",
         "",
         f"Command: `.venv/bin/python benchmarks/sim_vs_real.py --jobs {args.jobs} --gpus {args.gpus} --seed "
-        f"{args.seed} --configs {args.configs} --round-seconds {args.round_seconds:g}`. Machine: {machine()}. "
-        f"Date: {today()}.",
+        f"{args.seed} --configs {args.configs} --round-seconds {args.round_seconds:g}"
+        f"{' --executor slurm' if slurm else ''}`. Machine: {machine()}; load average "
+        f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at the end. Date: {today()}.",
         "",
         f"Workload (seed {args.seed}): {args.jobs} toy jobs (`examples/toy_trainer.py`, {args.spi:g} s per "
         f"iteration, 3-12 s of work each, 1, 2 or 4 GPUs, Poisson arrivals every {args.mean_gap:g} s on average) on "
-        f"{args.gpus} virtual GPUs, rounds of {args.round_seconds:g} s"
+        f"{args.gpus} {'GPUs of a Slurm partition' if slurm else 'virtual GPUs'}, rounds of {args.round_seconds:g} s"
         f"{', event-driven' if args.event_driven else ''}, submitted over HTTP at their arrival times to a real "
-        "`tesserae server` (local executor: each run a process that checkpoints on SIGTERM and resumes). The "
+        "`tesserae server` (" + (SLURM_RUN if slurm else "local executor: each run a process that checkpoints on "
+                                 "SIGTERM and resumes") + "). The "
         "simulator replays the submit times the server recorded with the same policy, placement and rounds; its "
         "one measured input is the restart overhead: the mean, over the real runs, of the time from the decision "
         "that started a run to the run's first iteration (process start, checkpoint restore, waiting for the "
@@ -301,6 +334,8 @@ def main() -> None:
     ap.add_argument("--event-driven", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--keep", action="store_true", help="Keep the state folders.")
     ap.add_argument("--no-write", action="store_true", help="Do not update BENCHMARKS.md.")
+    ap.add_argument("--executor", choices=("local", "slurm"), default="local",
+                    help="Where the real run happens: virtual GPUs here, or real Slurm daemons started for it.")
     args = ap.parse_args()
 
     jobs = workload(args.jobs, args.seed, args.spi, args.mean_gap)
@@ -310,8 +345,9 @@ def main() -> None:
         one = argparse.Namespace(**vars(args), policy=policy, queues=queues.replace("/", ",") or None)
         results.append(one_config(jobs, one))
     if not args.no_write:
-        update_section("sim_vs_real", report(results, args))
-        print("wrote the sim_vs_real section of BENCHMARKS.md")
+        section = "sim_vs_real_slurm" if args.executor == "slurm" else "sim_vs_real"
+        update_section(section, report(results, args))
+        print(f"wrote the {section} section of BENCHMARKS.md")
 
 
 if __name__ == "__main__":

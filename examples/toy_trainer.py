@@ -16,7 +16,8 @@ exists (still answering SIGTERM), so a test decides when jobs make progress inst
 them; ``--gpu-locks DIR`` holds an exclusive lock on ``DIR/gpu-N`` for each GPU of the run and
 records any GPU found held by another run (a GPU given twice); ``--linger S`` keeps the process
 alive S seconds after it completed, while the interpreter shuts down (where a stop signal used to
-turn a completed job into a killed one).
+turn a completed job into a killed one); ``--heartbeat FILE`` appends the run id and the time at
+every iteration (when each run was alive, to check that none outlived being declared lost).
 
 From the repository's root, with the Python that has tesserae installed first on the server's PATH
 (the job runs in its own folder, so the script's path is absolute)::
@@ -50,6 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-for", default=None, help="Wait at the start of each run until this file exists.")
     parser.add_argument("--gpu-locks", default=None, help="Lock DIR/gpu-N for each GPU of the run (tests).")
     parser.add_argument("--linger", type=float, default=0.0, help="Stay alive this long after completing (tests).")
+    parser.add_argument("--heartbeat", default=None, help="Append 'RUN TIME ITERATION' to this file at every "
+                                                         "iteration (tests: which run was alive when).")
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.seconds_per_iteration < 0:
         parser.error("--iterations must be >= 1 and --seconds-per-iteration >= 0")
@@ -92,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
         state["iteration"] = it + 1
         state["runs"][-1]["end"] = it + 1
         job.report(it + 1)
+        if args.heartbeat and job.is_primary:
+            with open(args.heartbeat, "a") as f:
+                f.write(f"{os.environ.get('TESSERAE_RUN_ID', '-')} {time.time():.6f} {it + 1}\n")
         if job.preempted and not args.ignore_sigterm:
             job.save(state)
             print(f"{who}: preempted at iteration {it + 1}; checkpoint saved", flush=True)

@@ -17,7 +17,8 @@ import typer
 from tesserae.core.errors import InputError
 
 TraceOpt = Annotated[Path | None, typer.Option("--trace", help="Trace file; without it, a generated workload.")]
-FormatOpt = Annotated[str, typer.Option("--format", help="tiresias, philly, gavel or canonical (CSV/Parquet).")]
+FormatOpt = Annotated[str, typer.Option("--format", help="tiresias, philly, gavel, slurm (a sacct --parsable2 "
+                                       "dump) or canonical (CSV/Parquet).")]
 ClusterOpt = Annotated[str, typer.Option("--cluster", help="NODESxGPUS[:TYPE],... or a Tiresias cluster CSV.")]
 JobsOpt = Annotated[int, typer.Option("--jobs", min=1, help="Generated workload: number of jobs.")]
 LoadOpt = Annotated[float, typer.Option("--load", min=0.01, help="Generated workload: offered load.")]
@@ -60,8 +61,9 @@ GavelLpOpt = Annotated[str | None, typer.Option("--gavel-lp", help="gavel-maxmin
                                          "interior-point solution, the default) or 'max-total' (a vertex with "
                                          "the largest total throughput at the max-min optimum).")]
 QueueConfigOpt = Annotated[str | None, typer.Option("--queue-config", help="Tenant queues: a queue file "
-                                                    "(YAML), or 'derived' (one queue per user, e.g. Philly's VCs, "
-                                                    "guarantees from each one's share of GPU time).")]
+                                                    "(YAML), or 'derived' (one queue per queue the trace names, e.g. "
+                                                    "a Slurm account, else per user, e.g. Philly's VCs; guarantees "
+                                                    "from each one's share of GPU time).")]
 QuotasOpt = Annotated[str, typer.Option("--quotas", help="With --queue-config: 'borrow' (quotas, idle quota "
                                         "lent), 'strict' (no borrowing) or 'global' (one global queue, reported "
                                         "per queue).")]

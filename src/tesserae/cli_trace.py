@@ -1,4 +1,4 @@
-"""``tesserae trace``: read, convert and describe traces."""
+"""``tesserae trace``: read, convert, import (``cli_import``) and describe traces."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ trace_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, rich_markup_mod
 
 
 def register(app: typer.Typer) -> None:
+    from tesserae.cli_import import register as register_import
+
+    register_import(trace_app, console)  # trace import slurm
     app.add_typer(trace_app, name="trace")
 
 

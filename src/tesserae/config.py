@@ -69,8 +69,9 @@ class RunSpec(BaseModel):
     #: Gavel's round ending and idle jump in the simulator; None = the policy's default (on for
     #: the Gavel baselines, off for every other policy).
     gavel_rounds: bool | None = None
-    #: Tenant queues (DESIGN §8): a queue file, or 'derived' (one queue per user, guarantees from
-    #: each user's share of the workload's GPU time); None = one global queue, no per-queue report.
+    #: Tenant queues (DESIGN §8): a queue file, or 'derived' (one queue per queue the jobs name, e.g. a
+    #: Slurm account, and per user for jobs that name none, e.g. Philly's VCs; guarantees from each
+    #: one's share of the workload's GPU time); None = one global queue, no per-queue report.
     queue_config: str | None = None
     #: With queues: 'borrow' (quotas, idle quota lent), 'strict' (quotas, no borrowing) or 'global'
     #: (one global queue, measured per tenant queue).
@@ -241,14 +242,15 @@ def build_scheduler(cluster: Cluster, model: ThroughputModel, run: RunSpec, tree
 
 
 def queue_tree(run: RunSpec, specs: Sequence[JobSpec], cluster: Cluster) -> QueueTree | None:
-    """The run's queue tree: read from its file, or derived from the workload's users; checks every job."""
+    """The run's queue tree: read from its file, or derived from the workload's queues and users; checks every job."""
     if run.queue_config is None:
         return None
-    if run.queue_config == "derived":
+    if run.queue_config == "derived":  # one queue per job queue named (a Slurm account, say), else per user
         gpu_time: dict[str, float] = {}
         for s in specs:
             if s.num_gpus <= cluster.num_gpus:
-                gpu_time[s.user] = gpu_time.get(s.user, 0.0) + s.num_gpus * (s.duration or s.work)
+                key = s.queue or s.user
+                gpu_time[key] = gpu_time.get(key, 0.0) + s.num_gpus * (s.duration or s.work)
         tree = derive_queue_tree(gpu_time, cluster.gpus_by_type)
     else:
         tree = load_queue_tree(run.queue_config, cluster.gpus_by_type, policy_names=queue_policy_names())

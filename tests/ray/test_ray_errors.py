@@ -47,7 +47,7 @@ def test_unreachable_ray_address_is_one_line_and_fast(tmp_path: Path) -> None:
     (["--master-ports", "29500-29599"], "--master-ports goes with --executor ray"),
     (["--executor", "ray", "--master-ports", "80-90"], "'80-90': the range must lie within 1024-65535"),
     (["--executor", "ray", "--master-ports", "29500"], "'29500' is not a port range LOW-HIGH"),
-    (["--executor", "slurm"], "unknown executor 'slurm'; choose local or ray"),
+    (["--executor", "kubernetes"], "unknown executor 'kubernetes'; choose local, ray or slurm"),
 ])
 def test_inconsistent_options_are_one_line(tmp_path: Path, args: list[str], says: str) -> None:
     if "--executor" in args and "ray" in args:

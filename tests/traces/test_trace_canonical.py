@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tesserae.core.errors import InputError
-from tesserae.core.jobs import JobSpec
+from tesserae.core.jobs import Controls, JobSpec
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.traces import (
     generate_workload,
@@ -37,7 +37,11 @@ def job_lists(draw: st.DrawFn) -> list[JobSpec]:
                 job_type=draw(label.filter(lambda s: s.strip() == s and s != "")), work=draw(positive),
                 duration=draw(st.none() | positive),
                 user=draw(label.filter(lambda s: s.strip() == s)), priority_weight=draw(positive),
-                name=draw(label.filter(lambda s: s.strip() == s)))
+                name=draw(label.filter(lambda s: s.strip() == s)),
+                gpu_type=draw(st.none() | st.sampled_from(["a100", "v100", "h100"])),
+                cpus=draw(st.none() | positive), memory_mb=draw(st.none() | st.integers(1, 2**40)),
+                controls=draw(st.none() | st.builds(Controls, time_limit=st.none() | positive,
+                                                    cancel_after=st.none() | positive)))
         for i in ids
     ]
     t0 = min(j.submit_time for j in jobs)

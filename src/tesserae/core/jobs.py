@@ -27,6 +27,8 @@ class Controls:
     ``after_ok`` job that failed or was cancelled cancels it). ``failures`` runs of the job fail,
     each ``fail_after`` seconds of run time into it (a trace's record of crashes); each failure is
     retried while ``retries`` are left, after ``retry_backoff * 2^(k-1)`` seconds (at most an hour).
+    ``cancel_after``: its owner cancels it once it has run this long (seconds over all its runs; a
+    history's record of a cancellation, e.g. Slurm's ``CANCELLED``); simulations only, as failures.
     """
 
     time_limit: float | None = None
@@ -36,6 +38,7 @@ class Controls:
     after_ok: tuple[int, ...] = ()
     failures: int = 0
     fail_after: float | None = None
+    cancel_after: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +61,9 @@ class JobSpec:
     queue: str = ""
     #: Priority class within tenant queues: production, normal or preemptible (core/queues.py).
     priority_class: str = "normal"
+    #: CPUs and memory (MiB) the job asked for, when the trace says (Slurm's AllocTRES); not modelled.
+    cpus: float | None = None
+    memory_mb: int | None = None
 
 
 class Outcome(IntEnum):

@@ -12,7 +12,9 @@ uvicorn in the main thread; once it answers, ``--ready-file`` is written (``deta
 Ctrl-C stop the server; job processes keep running and the next server adopts them.
 
 With ``--executor ray`` the GPUs are those of a Ray cluster's nodes (``--ray-address``, or a local
-Ray instance started here), discovered once the state folder is locked; see ``ray.executor``.
+Ray instance started here), discovered once the state folder is locked; see ``ray.executor``. With
+``--executor slurm`` they are those of a Slurm partition (``--slurm-partition``), whose slurm.conf
+settings are checked before anything is written; see ``slurm.executor``.
 ``make_executor`` is the one place that names executor kinds: a new kind is added there.
 """
 
@@ -42,7 +44,7 @@ if TYPE_CHECKING:
     from tesserae.runtime.executor.protocol import Executor
     from tesserae.runtime.store.state_folder import StateFolder
 
-EXECUTORS = ("local", "ray")
+EXECUTORS = ("local", "ray", "slurm")
 
 
 class _Shutdown(Exception):
@@ -57,6 +59,8 @@ class ServerOptions:
     ray_address: str | None = None
     ray_lease: float | None = None
     master_ports: str | None = None
+    slurm_partition: str | None = None
+    slurm_lease: float | None = None
     virtual_gpus: int | None = None
     gpu_type: str = "v100"
     host: str = "127.0.0.1"
@@ -132,12 +136,22 @@ def _check_options(opts: ServerOptions) -> tuple[str, ...]:
     from tesserae.runtime.job.env import check_pass_env
 
     if opts.executor not in EXECUTORS:
-        raise InputError(f"unknown executor '{opts.executor}'; choose local or ray", field="executor")
-    if opts.executor == "local" and opts.ray_address is not None:
-        raise InputError("--ray-address goes with --executor ray", field="ray-address")
-    for name, value in (("ray-lease", opts.ray_lease), ("master-ports", opts.master_ports)):
-        if opts.executor == "local" and value is not None:
+        raise InputError(f"unknown executor '{opts.executor}'; choose local, ray or slurm", field="executor")
+    for name, value in (("ray-address", opts.ray_address), ("ray-lease", opts.ray_lease)):
+        if opts.executor != "ray" and value is not None:
             raise InputError(f"--{name} goes with --executor ray", field=name)
+    if opts.executor == "local" and opts.master_ports is not None:
+        raise InputError("--master-ports goes with --executor ray or slurm", field="master-ports")
+    for name, value in (("slurm-partition", opts.slurm_partition), ("slurm-lease", opts.slurm_lease)):
+        if opts.executor != "slurm" and value is not None:
+            raise InputError(f"--{name} goes with --executor slurm", field=name)
+    if opts.executor == "slurm":
+        if not opts.slurm_partition:
+            raise InputError("--executor slurm needs --slurm-partition NAME: the partition Tesserae schedules",
+                             field="slurm-partition")
+        if opts.virtual_gpus is not None:
+            raise InputError("--virtual-gpus does not go with --executor slurm: the GPUs are the partition's GRES",
+                             field="virtual-gpus")
     if opts.cgroups not in ("auto", "off"):
         raise InputError(f"--cgroups is auto or off, not '{opts.cgroups}'", field="cgroups")
     try:
@@ -150,13 +164,25 @@ def _check_options(opts: ServerOptions) -> tuple[str, ...]:
 
 def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[Any]:
     """The executor ``--executor`` names, checked as far as it can be before anything is written."""
+    from tesserae.runtime.executor.node_net import parse_ports
+
+    if opts.executor == "slurm":
+        from tesserae.runtime.slurm.executor import SlurmExecutor
+        from tesserae.runtime.slurm.lease import DEFAULT_LEASE as SLURM_LEASE
+
+        try:
+            ports = None if opts.master_ports is None else parse_ports(opts.master_ports)
+        except ValueError as e:
+            raise InputError(str(e), field="master-ports") from None
+        assert opts.slurm_partition is not None
+        return SlurmExecutor(opts.slurm_partition, grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env,
+                             lease_seconds=opts.slurm_lease or SLURM_LEASE, master_ports=ports)
     if opts.executor == "ray":
         from tesserae.runtime.ray.executor import RayExecutor
 
         if opts.ray_address is not None and opts.virtual_gpus is not None:
             raise InputError("--virtual-gpus declares the GPUs of a local Ray instance; on a Ray cluster declare "
                              "them per node with 'ray start --num-gpus N'", field="virtual-gpus")
-        from tesserae.runtime.executor.node_net import parse_ports
         from tesserae.runtime.ray.lease import DEFAULT_LEASE
 
         try:

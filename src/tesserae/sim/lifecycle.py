@@ -1,10 +1,11 @@
 """Lifecycle controls in a simulation: time limits, failures with retries and backoff, dependencies.
 
-The same semantics as the runtime's (``tesserae.runtime.lifecycle``), on the ``Controls`` a trace
+The same semantics as the runtime's (``tesserae.runtime.controller.lifecycle``), on the ``Controls`` a trace
 gives (``traces.controls``):
 
 - a run ends at its *cut*: the job's run time (``executed``, over all its runs) reaching its time
-  limit (the job fails, timed out, never retried), or a failing run reaching ``fail_after`` seconds
+  limit (the job fails, timed out, never retried) or its ``cancel_after`` (its owner cancels it:
+  a history's record of a cancellation), or a failing run reaching ``fail_after`` seconds
   of run time (the first ``failures`` runs fail; progress made so far is kept, as a job resumed
   from its checkpoint keeps it);
 - a failed run with retries left requeues the job after ``retry_backoff * 2^(k-1)`` seconds (at
@@ -41,6 +42,7 @@ class SimLifecycle:
             for d, _ in deps:
                 self.dependents.setdefault(d, []).append(r)
         self.limit = np.array([math.inf if c.time_limit is None else c.time_limit for c in self.controls])
+        self.cancel_at = np.array([math.inf if c.cancel_after is None else c.cancel_after for c in self.controls])
         self.attempt_start = np.zeros(n)  # run time when the current attempt began
         self.cut = np.full(n, math.inf)  # run time at which the current run ends (failure or limit)
         for r in range(n):
@@ -56,7 +58,7 @@ class SimLifecycle:
         c = self.controls[r]
         fails = c.fail_after is not None and int(self.t.retries_used[r]) < c.failures
         fail_at = self.attempt_start[r] + c.fail_after if fails else math.inf  # type: ignore[operator]
-        self.cut[r] = min(self.limit[r], fail_at)
+        self.cut[r] = min(self.limit[r], self.cancel_at[r], fail_at)
 
     # ------------------------------------------------------------------ dependencies
     def _state(self, r: int) -> str:
@@ -113,9 +115,11 @@ class SimLifecycle:
 
     # ------------------------------------------------------------------ runs that end at their cut
     def end_run(self, r: int, now: float) -> Outcome | None:
-        """The run of ``r`` reached its cut: the job's final outcome, or None when it is retried (it
-        re-arrives after its backoff)."""
+        """The run of ``r`` reached its cut: the job's final outcome (cancelled, timed out or failed), or
+        None when it is retried (it re-arrives after its backoff)."""
         t, c = self.t, self.controls[r]
+        if t.executed[r] >= self.cancel_at[r] - 1e-9 and self.cancel_at[r] <= self.limit[r]:
+            return Outcome.CANCELLED
         if t.executed[r] >= self.limit[r] - 1e-9:
             return Outcome.TIMED_OUT
         if int(t.retries_used[r]) >= c.retries:

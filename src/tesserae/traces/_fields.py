@@ -207,14 +207,21 @@ class JobRows:
         self.weight: list[float] = []
         self.queue: list[str] = []
         self.priority_class: list[str] = []
+        self.gpu_type: list[str | None] = []
+        self.cpus: list[float | None] = []
+        self.memory_mb: list[int | None] = []
 
     def __len__(self) -> int:
         return len(self.submit)
 
     def add(self, line: int, job_id: int, name: str, submit: float, num_gpus: int, job_type: str,
             work: float, duration: float | None, user: str = "", weight: float = 1.0, queue: str = "",
-            priority_class: str = "normal", controls: Controls | None = None) -> None:
+            priority_class: str = "normal", controls: Controls | None = None, gpu_type: str | None = None,
+            cpus: float | None = None, memory_mb: int | None = None) -> None:
         self.controls.append(controls)
+        self.gpu_type.append(gpu_type)
+        self.cpus.append(cpus)
+        self.memory_mb.append(memory_mb)
         self.lines.append(line)
         self.ids.append(job_id)
         self.names.append(name)
@@ -241,10 +248,12 @@ class JobRows:
         t0 = min(self.submit)
         jobs = [
             JobSpec(job_id=i, submit_time=s - t0, num_gpus=g, job_type=t, work=w, duration=d, user=u,
-                    priority_weight=p, name=n, queue=q, priority_class=c, controls=lc)
-            for i, s, g, t, w, d, u, p, n, q, c, lc in zip(
+                    priority_weight=p, name=n, queue=q, priority_class=c, controls=lc, gpu_type=gt, cpus=cp,
+                    memory_mb=mb)
+            for i, s, g, t, w, d, u, p, n, q, c, lc, gt, cp, mb in zip(
                 self.ids, self.submit, self.num_gpus, self.job_type, self.work, self.duration,
-                self.user, self.weight, self.names, self.queue, self.priority_class, self.controls, strict=True)
+                self.user, self.weight, self.names, self.queue, self.priority_class, self.controls,
+                self.gpu_type, self.cpus, self.memory_mb, strict=True)
         ]
         jobs.sort(key=lambda j: (j.submit_time, j.job_id))
         return jobs

@@ -6,9 +6,11 @@ priority_class``: the fields of :class:`JobSpec`, in its units (seconds, GPUs, i
 (empty = unknown), ``user``, ``priority_weight`` (default 1), ``name``, ``queue`` (a tenant queue;
 empty = the user's) and ``priority_class`` (production, normal or preemptible; default normal)
 may be absent or empty, and so may the lifecycle columns of ``traces.controls`` (time limit,
-retries, dependencies, failures). The writers write every column (the lifecycle ones when some job
-has controls), and floats are written exactly (shortest repr), so write-then-read gives the same
-jobs back.
+retries, dependencies, failures, cancellations) and the resource columns ``gpu_type`` (the only GPU
+type the job may run on), ``cpus`` and ``memory_mb`` (what it asked for; not modelled). The writers
+write every column (the lifecycle ones when some job has controls, the resource ones when some job
+has one), and floats are written exactly (shortest repr), so write-then-read gives the same jobs
+back.
 
 Parquet has no lines: errors name the row as the line it would have in the equivalent CSV
 (header = line 1, first row = line 2), so the same bad value is reported at the same place in
@@ -43,7 +45,10 @@ from tesserae.traces._fields import (
 COLUMNS = ("job_id", "submit_time", "num_gpus", "job_type", "work", "duration", "user",
            "priority_weight", "name", "queue", "priority_class")
 REQUIRED = COLUMNS[:5]
-OPTIONAL = (*COLUMNS[5:], *controls.COLUMNS)
+RESOURCE_COLUMNS = ("gpu_type", "cpus", "memory_mb")
+OPTIONAL = (*COLUMNS[5:], *controls.COLUMNS, *RESOURCE_COLUMNS)
+#: Largest memory request a trace may state (MiB): 1 EiB.
+MAX_MEMORY_MB = 2**40
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
@@ -65,8 +70,17 @@ def _add_row(rows: JobRows, values: dict[str, Cell], p: Path, line: int) -> None
     if cls not in PRIORITY_CLASSES:
         raise InputError(f"unknown priority class '{cls}'; choose one of: {', '.join(PRIORITY_CLASSES)}",
                          path=str(p), line=line, field="priority_class")
+    gpu_type = None if is_missing(values.get("gpu_type")) else str(values["gpu_type"]).strip().lower()
+    c = values.get("cpus")
+    cpus = None if is_missing(c) else number(c, p, line, "cpus", positive=True)
+    m = values.get("memory_mb")
+    memory = None if is_missing(m) else integer(m, p, line, "memory_mb")
+    if memory is not None and not 1 <= memory <= MAX_MEMORY_MB:
+        raise InputError(f"must be between 1 and {MAX_MEMORY_MB} MiB, got {m!r}", path=str(p), line=line,
+                         field="memory_mb")
     rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight, queue=queue,
-             priority_class=cls, controls=controls.parse_controls(values, p, line))
+             priority_class=cls, controls=controls.parse_controls(values, p, line), gpu_type=gpu_type, cpus=cpus,
+             memory_mb=memory)
 
 
 def read_canonical_csv(path: str | Path) -> list[JobSpec]:
@@ -102,7 +116,7 @@ def read_canonical_parquet(path: str | Path, batch_size: int = 65_536) -> list[J
         if col not in present:
             raise InputError(f"missing column '{col}' (table has: {', '.join(pf.schema_arrow.names)})",
                              path=str(p), line=1, field=col)
-    wanted = [c for c in (*COLUMNS, *controls.COLUMNS) if c in present]
+    wanted = [c for c in (*COLUMNS, *controls.COLUMNS, *RESOURCE_COLUMNS) if c in present]
     rows = JobRows()
     line = 1
     try:
@@ -133,22 +147,36 @@ def read_canonical(path: str | Path) -> list[JobSpec]:
     return read_canonical_csv(path)
 
 
-def _records(jobs: Iterable[JobSpec], with_controls: bool) -> Iterator[tuple[Any, ...]]:
+def _has_resources(j: JobSpec) -> bool:
+    return j.gpu_type is not None or j.cpus is not None or j.memory_mb is not None
+
+
+def _header(with_controls: bool, with_resources: bool) -> tuple[str, ...]:
+    return (*COLUMNS, *(controls.COLUMNS if with_controls else ()), *(RESOURCE_COLUMNS if with_resources else ()))
+
+
+def _records(jobs: Iterable[JobSpec], with_controls: bool, with_resources: bool) -> Iterator[tuple[Any, ...]]:
     for j in jobs:
-        base = (j.job_id, j.submit_time, j.num_gpus, j.job_type, j.work, j.duration, j.user, j.priority_weight,
-                j.name, j.queue, j.priority_class)
-        yield (*base, *controls.cells(j.controls)) if with_controls else base
+        rec: tuple[Any, ...] = (j.job_id, j.submit_time, j.num_gpus, j.job_type, j.work, j.duration, j.user,
+                                j.priority_weight, j.name, j.queue, j.priority_class)
+        if with_controls:
+            rec = (*rec, *controls.cells(j.controls))
+        if with_resources:
+            rec = (*rec, j.gpu_type, j.cpus, j.memory_mb)
+        yield rec
 
 
 def write_canonical_csv(jobs: Iterable[JobSpec], path: str | Path) -> Path:
-    """Write every column (the lifecycle ones when a job has controls); an unknown duration is an empty cell."""
+    """Write every column (the lifecycle ones when a job has controls, the resource ones when a job has
+    one); an unknown value is an empty cell."""
     p = Path(path)
     jobs = list(jobs)
     with_controls = any(j.controls is not None for j in jobs)
+    with_resources = any(_has_resources(j) for j in jobs)
     with open(p, "w", encoding="utf-8", newline="") as f:
         w = csv.writer(f, lineterminator="\n")
-        w.writerow((*COLUMNS, *controls.COLUMNS) if with_controls else COLUMNS)
-        for rec in _records(jobs, with_controls):
+        w.writerow(_header(with_controls, with_resources))
+        for rec in _records(jobs, with_controls, with_resources):
             w.writerow(["" if v is None else v for v in rec])
     return p
 
@@ -160,6 +188,7 @@ def write_canonical_parquet(jobs: Sequence[JobSpec] | Iterable[JobSpec], path: s
 
     jobs = list(jobs)
     with_controls = any(j.controls is not None for j in jobs)
+    with_resources = any(_has_resources(j) for j in jobs)
     fields = [
         ("job_id", pa.int64()), ("submit_time", pa.float64()), ("num_gpus", pa.int64()),
         ("job_type", pa.string()), ("work", pa.float64()), ("duration", pa.float64()),
@@ -168,10 +197,14 @@ def write_canonical_parquet(jobs: Sequence[JobSpec] | Iterable[JobSpec], path: s
     ]
     if with_controls:  # as text, as in the CSV: empty = unset
         fields += [(c, pa.string()) for c in controls.COLUMNS]
+    if with_resources:
+        fields += [("gpu_type", pa.string()), ("cpus", pa.float64()), ("memory_mb", pa.int64())]
     schema = pa.schema(fields)
     columns: list[list[Any]] = [[] for _ in fields]
-    for rec in _records(jobs, with_controls):
-        rec = (*rec[:len(COLUMNS)], *(str(v) for v in rec[len(COLUMNS):]))
+    n_controls = len(controls.COLUMNS) if with_controls else 0
+    for rec in _records(jobs, with_controls, with_resources):
+        rec = (*rec[:len(COLUMNS)], *(str(v) for v in rec[len(COLUMNS):len(COLUMNS) + n_controls]),
+               *rec[len(COLUMNS) + n_controls:])
         for col, v in zip(columns, rec, strict=True):
             col.append(v)
     table = pa.Table.from_arrays([pa.array(c, type=f.type) for c, f in zip(columns, schema, strict=True)],

@@ -8,7 +8,9 @@ Optional columns, each may be absent or empty:
 - ``after``/``after_ok``: job ids, separated by ``;`` or spaces, that must have ended / completed
   first (each submitted before this job, so no cycle can form);
 - ``failures``: how many runs of the job fail (a record of crashes), each ``fail_after`` seconds of
-  run time into it (required when ``failures`` > 0).
+  run time into it (required when ``failures`` > 0);
+- ``cancel_after``: seconds of run time (over all its runs) after which its owner cancels it (a
+  record of a cancellation, e.g. Slurm's ``CANCELLED``).
 
 A job with none of them set has no controls (``None``), and a trace none of whose jobs has any is
 written without these columns, so traces without controls keep their exact form.
@@ -23,7 +25,7 @@ from tesserae.core.errors import InputError
 from tesserae.core.jobs import Controls, JobSpec
 from tesserae.traces._fields import Cell, id_as_int, integer, is_missing, number
 
-COLUMNS = ("time_limit", "retries", "retry_backoff", "after", "after_ok", "failures", "fail_after")
+COLUMNS = ("time_limit", "retries", "retry_backoff", "after", "after_ok", "failures", "fail_after", "cancel_after")
 MAX_RETRIES = 100
 MAX_BACKOFF = 3600.0
 
@@ -69,7 +71,7 @@ def parse_controls(values: Mapping[str, Cell], path: Path, line: int) -> Control
                     retry_backoff=10.0 if backoff is None else backoff,
                     after=_ids(values.get("after"), path, line, "after"),
                     after_ok=_ids(values.get("after_ok"), path, line, "after_ok"),
-                    failures=failures, fail_after=fail_after)
+                    failures=failures, fail_after=fail_after, cancel_after=opt_number("cancel_after"))
 
 
 def check_dependencies(jobs: Sequence[JobSpec], lines: Mapping[int, int], path: Path) -> None:
@@ -93,4 +95,5 @@ def cells(c: Controls | None) -> tuple[object, ...]:
     if c is None:
         return ("",) * len(COLUMNS)
     return ("" if c.time_limit is None else c.time_limit, c.retries, c.retry_backoff, ";".join(map(str, c.after)),
-            ";".join(map(str, c.after_ok)), c.failures, "" if c.fail_after is None else c.fail_after)
+            ";".join(map(str, c.after_ok)), c.failures, "" if c.fail_after is None else c.fail_after,
+            "" if c.cancel_after is None else c.cancel_after)

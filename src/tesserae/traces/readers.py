@@ -26,6 +26,7 @@ from tesserae.traces.canonical import (
 )
 from tesserae.traces.gavel import read_gavel
 from tesserae.traces.philly import read_philly
+from tesserae.traces.slurm import read_slurm
 from tesserae.traces.tiresias import read_tiresias
 
 Reader = Callable[[Path, ThroughputModel, int], list[JobSpec]]
@@ -34,6 +35,7 @@ READERS: dict[str, Reader] = {
     "tiresias": lambda p, model, seed: read_tiresias(p, model),
     "philly": lambda p, model, seed: read_philly(p, model, seed),
     "gavel": lambda p, model, seed: read_gavel(p),
+    "slurm": lambda p, model, seed: read_slurm(p, model, seed),
     "canonical": lambda p, model, seed: read_canonical(p),
 }
 FORMATS: tuple[str, ...] = tuple(READERS)
@@ -57,6 +59,7 @@ __all__ = [
     "read_canonical_parquet",
     "read_gavel",
     "read_philly",
+    "read_slurm",
     "read_tiresias",
     "read_trace",
     "write_canonical",

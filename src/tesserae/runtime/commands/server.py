@@ -31,8 +31,15 @@ def register(app: typer.Typer, extensions: Sequence[AppExtension] = ()) -> None:
 def server(
     ctx: typer.Context,
     state: Annotated[Path, typer.Option("--state", help="State folder: store, logs, checkpoints, tokens.")],
-    executor: Annotated[str, typer.Option("--executor", help="Where jobs run: local (this machine) or ray (the "
-                                          "nodes of a Ray cluster).")] = "local",
+    executor: Annotated[str, typer.Option("--executor", help="Where jobs run: local (this machine), ray (the "
+                                          "nodes of a Ray cluster) or slurm (a Slurm partition).")] = "local",
+    slurm_partition: Annotated[str | None, typer.Option("--slurm-partition", metavar="NAME", help="With "
+                                                        "--executor slurm: the partition Tesserae schedules (its "
+                                                        "slurm.conf settings are checked; docs/slurm.md).")] = None,
+    slurm_lease: Annotated[float | None, typer.Option("--slurm-lease", min=1.0, metavar="SECONDS", help="With "
+                                                      "--executor slurm: how long a run goes on without word from "
+                                                      "the server (default 30); a run Slurm cannot stop is "
+                                                      "restarted elsewhere only after it.")] = None,
     ray_address: Annotated[str | None, typer.Option("--ray-address", help="With --executor ray: the Ray "
                                                     "cluster (HOST:PORT of its head, or auto); without it a "
                                                     "local Ray instance is started.")] = None,
@@ -41,7 +48,7 @@ def server(
                                                     "keeps its jobs running (default 30); a job there is "
                                                     "restarted elsewhere only after it.")] = None,
     master_ports: Annotated[str | None, typer.Option("--master-ports", metavar="LOW-HIGH", help="With "
-                                                     "--executor ray: take each multi-node job's MASTER_PORT "
+                                                     "--executor ray or slurm: take each job's MASTER_PORT "
                                                      "from this range (default: any free port).")] = None,
     virtual_gpus: Annotated[int | None, typer.Option("--virtual-gpus", min=1, help="Declare N fake GPUs "
                                                      "instead of asking NVML (machines without GPUs).")] = None,
@@ -120,7 +127,7 @@ def server(
                                       "gittins_prior": gittins_prior, "gittins_index": gittins_index},
                        shared_placement={"skew_threshold": skew_threshold})
     serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address, ray_lease=ray_lease,
-                        master_ports=master_ports,
+                        master_ports=master_ports, slurm_partition=slurm_partition, slurm_lease=slurm_lease,
                         virtual_gpus=virtual_gpus, gpu_type=gpu_type,
                         host=host, port=port, grace_seconds=grace_seconds, event_driven=event_driven,
                         profile=profile, job_user=job_user, user_map=user_map,

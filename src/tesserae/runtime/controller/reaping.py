@@ -6,7 +6,8 @@ left (none: lost, the job is requeued). A run whose launcher has exited may stil
 (a job that escaped its process group): its GPUs go to no one else until they are gone, so such
 a run counts as stopping (decisions wait) while they are being killed. A run that was asked to
 stop and is still there after the grace period gets SIGKILL; one that survives even that for
-``KILL_TIMEOUT`` is written off as lost, loudly.
+``KILL_TIMEOUT`` (or, where the executor fences runs with leases, until its lease is surely over:
+``Executor.fence_seconds``) is written off as lost, loudly.
 """
 
 from __future__ import annotations
@@ -59,8 +60,9 @@ class Reaper:
                     executor.kill(live.proc)
                     live.killed_at = now
                     runs.store.event(live.job_id, "killed", {"allocation": live.alloc_id})
-                elif now - live.killed_at > KILL_TIMEOUT:
-                    runs.log(f"job {live.job_id}: run {live.alloc_id} survived SIGKILL for {KILL_TIMEOUT:g} s; "
+                elif now - live.killed_at > max(KILL_TIMEOUT, executor.fence_seconds):
+                    runs.log(f"job {live.job_id}: run {live.alloc_id} survived SIGKILL for "
+                             f"{max(KILL_TIMEOUT, executor.fence_seconds):g} s; "
                              "written off as lost")
                     runs.close(live, None, now)
 

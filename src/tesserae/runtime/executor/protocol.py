@@ -1,9 +1,9 @@
 """The executor protocol: what the controller asks of the place where jobs run.
 
 The controller holds an ``Executor`` and never asks which kind it is (as the Kubernetes scheduling
-framework's core never asks what plugin it holds). Two implement it: ``local.executor`` (this
-machine: a fixed view) and ``ray.executor`` (the GPU nodes of a Ray cluster: a view that changes as
-nodes join and leave). An executor answers for:
+framework's core never asks what plugin it holds). Three implement it: ``local.executor`` (this
+machine: a fixed view), ``ray.executor`` (the GPU nodes of a Ray cluster: a view that changes as
+nodes join and leave) and ``slurm.executor`` (a Slurm partition's nodes). An executor answers for:
 
 - **The cluster view.** ``cluster`` and ``gpus`` (by global id) are the committed view the
   scheduler works on. ``watch`` is called every tick (True: the view may have changed, decide
@@ -20,7 +20,8 @@ nodes join and leave). An executor answers for:
   ``MASTER_ADDR``/``MASTER_PORT``, ``RANK``...).
 - **Liveness evidence.** ``exited`` (the launcher or gang is gone), ``exit_code`` (the record it
   left, or none: lost), ``leftovers``/``kill_marker`` (processes of a run that outlived its
-  launcher, found by the run's marker), ``release`` (what the run held, once its end is recorded).
+  launcher, found by the run's marker), ``release`` (what the run held, once its end is recorded),
+  ``fence_seconds`` (how long a run out of reach may go on after SIGKILL: its lease).
 - **The server's life.** ``prepare`` (reach the cluster before anything is written), ``open``
   (once the state folder is locked and the store open), ``close``; ``info`` and ``describe_*``
   for what the server shows.
@@ -163,6 +164,12 @@ class Executor(Protocol[RunT]):
 
     def release(self, marker: str) -> None:
         """The run's end is recorded: free what it held (an empty cgroup, say)."""
+        ...
+
+    @property
+    def fence_seconds(self) -> float:
+        """How long after SIGKILL a run that shows no end may still be running somewhere out of reach (its
+        lease, with the margin): the reaper writes such a run off only after that (and ``KILL_TIMEOUT``)."""
         ...
 
     # ------------------------------------------------------------------ the server's life

@@ -136,7 +136,7 @@ def resolve(*, job_user: str | None, user_map: Path | None, same_user: bool, exe
                          "--user-map", field="insecure-same-user")
     if same_user:
         return Isolation(same_user=True)
-    if executor != "local":
+    if executor == "ray":
         raise InputError(f"--executor {executor} runs jobs as the account of the Ray workers, which Tesserae cannot "
                          "change: pass --insecure-same-user to accept that (see " + SECURITY_DOC + ")",
                          field="executor")

@@ -214,6 +214,11 @@ class LocalExecutor:
         if cgroup is not None:
             lifetime.remove(cgroup)
 
+    @property
+    def fence_seconds(self) -> float:
+        """No lease: a run is on this machine, within reach."""
+        return 0.0
+
     # ------------------------------------------------------------------ the server's life
     def prepare(self) -> None:
         """Nothing to reach: the GPUs were found when this executor was made."""

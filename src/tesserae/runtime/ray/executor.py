@@ -73,8 +73,8 @@ from tesserae.runtime.ray import connect as ray_connect
 from tesserae.runtime.ray import logs as ray_logs
 from tesserae.runtime.ray import recovery as ray_recovery
 from tesserae.runtime.ray.gangs import GangBook, RayRun, start_gang
-from tesserae.runtime.ray.layout import View, remap
-from tesserae.runtime.ray.lease import DEFAULT_LEASE, LeaseBook
+from tesserae.runtime.ray.layout import View, view_change
+from tesserae.runtime.ray.lease import DEFAULT_LEASE, MARGIN, LeaseBook
 from tesserae.runtime.ray.nodes import AgentPoller, NodeRoster, kill_marked, marked_pids, node_states
 
 
@@ -138,8 +138,7 @@ class RayExecutor:
 
     def view_change(self) -> ViewChange | None:
         """The new cluster view when nodes joined or left since the committed one, else None."""
-        new = self.roster.view_change()
-        return None if new is None else ViewChange(new.cluster, remap(self.roster.view, new), new)
+        return view_change(self.roster.view, self.roster.view_change())
 
     def commit_view(self, change: ViewChange) -> None:
         assert isinstance(change.detail, View)
@@ -206,6 +205,11 @@ class RayExecutor:
 
     def release(self, marker: str) -> None:
         """Nothing left to free: a run's records went when its end was read (``exit_code``)."""
+
+    @property
+    def fence_seconds(self) -> float:
+        """A part on a node out of reach stops by its lease: after it, and the margin."""
+        return self.leases.lease + MARGIN
 
     # ------------------------------------------------------------------ the server's life
     def check_address(self) -> None:

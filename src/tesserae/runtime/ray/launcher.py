@@ -79,16 +79,18 @@ def _detach(log: str) -> None:
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
 
 
-def fence(copies: Copies, part_dir: str, why: str) -> None:
-    """Stop this part at once (see the module docstring): kill, wait until gone, record, end the group."""
+def fence(copies: Copies, part_dir: str, why: str, marker_var: str = PART_VAR, marker: str | None = None) -> None:
+    """Stop this part at once (see the module docstring): kill, wait until gone, record, end the group.
+    The part's processes carry ``marker_var=marker`` (default: this launcher's own ``PART_VAR``; the Slurm
+    launcher gives its own)."""
     print(f"tesserae: {why}; stopping this part at once", flush=True)
-    marker = os.environ.get(PART_VAR)
+    marker = os.environ.get(marker_var) if marker is None else marker
     for child in copies.children.values():
         with contextlib.suppress(ProcessLookupError, PermissionError):
             child.kill()
     deadline = time.monotonic() + _KILL_WAIT
     while time.monotonic() < deadline:
-        left = procs.pids_with_marker(marker, PART_VAR) if marker else []
+        left = procs.pids_with_marker(marker, marker_var) if marker else []
         procs.kill_pids(left)
         for pid in list(copies.children):
             with contextlib.suppress(ChildProcessError):
@@ -98,7 +100,9 @@ def fence(copies: Copies, part_dir: str, why: str) -> None:
             break
         time.sleep(0.02)
     write_exit(part_dir, -signal.SIGKILL, orphaned=True, why=why)
-    os.killpg(os.getpgrp(), signal.SIGKILL)
+    if os.getpgrp() == os.getpid():  # this launcher leads its group (it always does on a node): all of it
+        os.killpg(os.getpgrp(), signal.SIGKILL)
+    os._exit(128 + signal.SIGKILL)  # a launcher started in someone else's group (by hand, in a test)
 
 
 def _watch(copies: Copies, part_dir: str, agent_pid: int, agent_ticks: int | None,

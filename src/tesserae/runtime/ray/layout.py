@@ -14,6 +14,7 @@ from typing import Any
 
 from tesserae.core.cluster import Cluster, Node
 from tesserae.runtime.executor.gpus import Gpu
+from tesserae.runtime.executor.protocol import ViewChange
 
 GpuKey = tuple[str, int]
 
@@ -69,6 +70,11 @@ def remap(old: View, new: View) -> dict[int, int | None]:
     """Old global GPU id -> new global id (None: its node left)."""
     gid = new.gid_of()
     return {i: gid.get(k) for i, k in enumerate(old.keys)}
+
+
+def view_change(old: View, new: View | None) -> ViewChange | None:
+    """What ``Executor.view_change`` offers when the committed view ``old`` becomes ``new`` (None: unchanged)."""
+    return None if new is None else ViewChange(new.cluster, remap(old, new), new)
 
 
 def split_processes(nproc: int, gpus_per_node: Sequence[int]) -> list[int]:

@@ -1,7 +1,7 @@
-"""The layouts of the runs of an executor that spreads a run over several nodes (``ray``): which parts,
+"""The layouts of the runs of an executor that spreads a run over several nodes (``ray``, ``slurm``): which parts,
 on which nodes, with which ranks, by run folder. A restarted server reads them back to find every part.
 
-Each such executor has a table of its own (``ray_runs``), made when the executor opens the store;
+Each such executor has a table of its own (``ray_runs``, ``slurm_runs``), made when the executor opens the store;
 a layout is the executor's JSON document, written before any part of the run starts.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from tesserae.runtime.store.database import Store
 
 #: The executors that keep layouts, and so the tables there may be.
-EXECUTORS = ("ray",)
+EXECUTORS = ("ray", "slurm")
 
 
 class RunLayouts:
@@ -30,3 +30,12 @@ class RunLayouts:
         """The recorded layout of the run ``marker``, or None."""
         row = self.store.one(f"SELECT layout FROM {self.table} WHERE run_dir=?", (marker,))
         return None if row is None else str(row["layout"])
+
+    def all(self) -> list[tuple[str, str]]:
+        """Every recorded (run folder, layout), in run-folder order."""
+        return [(str(r["run_dir"]), str(r["layout"]))
+                for r in self.store.query(f"SELECT run_dir, layout FROM {self.table} ORDER BY run_dir")]
+
+    def forget(self, marker: str) -> None:
+        """Drop the layout of the run ``marker`` (its parts have all been reaped)."""
+        self.store.execute(f"DELETE FROM {self.table} WHERE run_dir=?", (marker,))

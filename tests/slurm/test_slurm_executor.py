@@ -1,0 +1,230 @@
+"""``tesserae server --executor slurm`` against real Slurm daemons on one host (``slurm_one_host``).
+
+- a run is a Slurm job pinned to the GPUs the placement chose (its per-GPU GRES), runs as the job's
+  account, and the job's environment reaches the job only (never the root launcher);
+- preemption: SIGTERM through ``scancel``, the job checkpoints, the other job runs, it resumes;
+- a drained node leaves the view: its run is lost and requeued, and runs again once resumed;
+- across a ``slurmd`` kill, a server SIGKILL and a ``slurmctld`` restart no run of a job ever runs
+  twice, nor after it was declared lost (the job's own heartbeat file), and nothing is lost beyond
+  a checkpoint;
+- a slurm.conf that would let Slurm start or stop runs on its own stops the server with one line.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
+
+from rt_helpers import PY, Server, start_server, toy, wait_for
+
+pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
+
+
+@pytest.fixture
+def servers(slurm_one_host: Any) -> Iterator[Callable[..., Server]]:
+    """Factory of servers on the partition; every one stopped, and the partition emptied, afterwards."""
+    started: list[Server] = []
+
+    def make(state: Path, *extra: str, **kw: Any) -> Server:
+        kw.setdefault("policy", "las")
+        kw.setdefault("grace", 3.0)
+        s = start_server(state, *extra, env=slurm_one_host.env(), timeout=90,
+                         executor_args=("--executor", "slurm", "--slurm-partition", "tess"), **kw)
+        started.append(s)
+        return s
+
+    yield make
+    for s in started:
+        s.stop()
+    slurm_one_host.command("scancel", "--partition", "tess", check=False)
+    slurm_one_host.resume("n1")
+    c, seen = slurm_one_host, []
+    try:
+        wait_for(lambda: seen.append(c.node_state("n1")) or seen[-1] == "idle", 60, 0.2, "the node to be idle")
+    except AssertionError:
+        raise AssertionError(f"node n1 is {seen[-1]}: {c.command('squeue', '--states=all').stdout}") from None
+
+
+def slurm_jobs(cluster: Any) -> dict[str, str]:
+    """Slurm job name -> its GRES per node, of the jobs running now."""
+    out = cluster.command("squeue", "--noheader", "--states=running", "--format=%j|%b").stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
+
+
+def run_id(server: Server, job: int) -> int:
+    return max(int(p.name) for p in (server.state / "jobs" / str(job) / "runs").iterdir())
+
+
+def test_runs_are_pinned_to_the_chosen_gpus_and_only_the_job_sees_its_environment(servers: Any, slurm_one_host: Any,
+                                                                                  tmp_path: Path) -> None:
+    job_root = Path(tempfile.mkdtemp(prefix="tsr-slurm-jobs-", dir="/tmp"))
+    os.chmod(job_root, 0o711)
+    try:
+        s = servers(tmp_path / "state", "--job-user", "nobody", "--job-root", str(job_root / "jobs"), isolation=())
+        hold = "id -u; echo secret=$JOB_SECRET cvd=$CUDA_VISIBLE_DEVICES node=$TESSERAE_NODE_ID; sleep 120"
+        jobs = [s.submit(["/bin/sh", "-c", hold], gpus=g, env={"JOB_SECRET": "s3cret"}) for g in (1, 2)]
+        logs = [s.state / "jobs" / str(j) / "output.log" for j in jobs]
+        wait_for(lambda: all("cvd=" in (p.read_text() if p.exists() else "") for p in logs), 60, 0.1,
+                 "both jobs to start")
+        running = slurm_jobs(slurm_one_host)
+        for j, log in zip(jobs, logs, strict=True):
+            gpus = s.job(j)["assigned_gpus"]
+            name = next(n for n in running if n.endswith(f"-r{run_id(s, j)}-p0"))
+            pinned = sorted(int(x.split(":")[2].split("_")[1]) for x in running[name].split(","))
+            assert pinned == sorted(gpus), (running, gpus)  # one node: global GPU ids are its indices
+            text = log.read_text()
+            assert "65534" in text and "secret=s3cret" in text and "node=n1" in text, text
+            assert f"cvd={','.join(map(str, gpus))}" in text, text
+        # The launchers are root's and never had the job's variables; the job's processes are nobody's.
+        launchers = [p for p in Path("/proc").iterdir() if p.name.isdigit() and str(s.state) in _cmdline(p)
+                     and "slurm/launcher.py" in _cmdline(p)]
+        assert len(launchers) == 2
+        for p in launchers:
+            assert b"JOB_SECRET" not in (p / "environ").read_bytes() and _uid(p) == 0
+            assert os.getpgid(int(p.name)) == int(p.name)  # it leads its group (its fence kills the group)
+            kids = [c for c in Path("/proc").iterdir() if c.name.isdigit() and _ppid(c) == int(p.name)]
+            assert kids and all(_uid(c) == 65534 for c in kids)
+            assert all(b"JOB_SECRET=s3cret" in (c / "environ").read_bytes() for c in kids)
+        for j in jobs:
+            s.client().post(f"/v1/jobs/{j}/cancel")
+        for j in jobs:
+            s.wait_state(j, "cancelled", 60)
+    finally:
+        shutil.rmtree(job_root, ignore_errors=True)
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _status(p: Path, key: str) -> str:
+    try:
+        return next(line.split()[1] for line in (p / "status").read_text().splitlines() if line.startswith(key))
+    except (OSError, StopIteration):
+        return "-1"
+
+
+def _uid(p: Path) -> int:
+    return int(_status(p, "Uid:"))
+
+
+def _ppid(p: Path) -> int:
+    return int(_status(p, "PPid:"))
+
+
+def beats(path: Path) -> dict[int, list[float]]:
+    """Run id -> the times of its heartbeats (the toy trainer's ``--heartbeat`` file)."""
+    out: dict[int, list[float]] = {}
+    for line in path.read_text().splitlines():
+        run, t, _it = line.split()
+        out.setdefault(int(run), []).append(float(t))
+    return out
+
+
+def test_preemption_checkpoints_and_the_other_job_runs_on_the_freed_gpus(servers: Any, tmp_path: Path) -> None:
+    s = servers(tmp_path / "state")
+    hb_a, hb_b = tmp_path / "a.hb", tmp_path / "b.hb"
+    a = s.submit(toy(300, 0.05, "--checkpoint-every", "10", "--heartbeat", str(hb_a)), gpus=4)
+    wait_for(lambda: (s.job(a).get("iterations_done") or 0) >= 20, 60, 0.1, "job A to make progress")
+    b = s.submit(toy(20, 0.05, "--heartbeat", str(hb_b)), gpus=4)  # las: the newcomer first
+    s.wait_state(b, "completed", 90)
+    s.wait_state(a, "completed", 180)
+    kinds = [e["kind"] for e in s.job(a)["events"]]
+    assert "preempting" in kinds and "preempted" in kinds and kinds.count("resumed") == 1, kinds
+    runs = json.loads((s.state / "jobs" / str(a) / "checkpoints" / "result.json").read_text())["runs"]
+    assert len(runs) == 2 and runs[1]["start"] == runs[0]["end"] > 0  # resumed where SIGTERM saved it
+    first_a, second_a = sorted(beats(hb_a).values(), key=min)
+    b_beats = next(iter(beats(hb_b).values()))
+    assert max(first_a) < min(b_beats) and max(b_beats) < min(second_a)  # the GPUs held by one job at a time
+
+
+def test_a_drained_node_leaves_the_view_and_its_run_is_requeued(servers: Any, slurm_one_host: Any,
+                                                                tmp_path: Path) -> None:
+    s = servers(tmp_path / "state")
+    hb = tmp_path / "a.hb"
+    a = s.submit(toy(200, 0.05, "--checkpoint-every", "10", "--heartbeat", str(hb)), gpus=2)
+    wait_for(lambda: (s.job(a).get("iterations_done") or 0) >= 10, 60, 0.1, "job A to make progress")
+    slurm_one_host.command("scontrol", "update", "NodeName=n1", "State=DRAIN", "Reason=tesserae-test")
+    wait_for(lambda: "lost" in [e["kind"] for e in s.job(a)["events"]], 60, 0.1, "the run to be lost")
+    wait_for(lambda: s.client().get("/v1/nodes").json()["nodes"][0]["state"] == "draining", 30, 0.1,
+             "the node to show as draining")
+    assert s.job(a)["state"] == "preempted"
+    slurm_one_host.resume("n1")
+    s.wait_state(a, "completed", 180)
+    assert len(beats(hb)) == 2
+
+
+def test_no_run_runs_twice_across_slurmd_server_and_slurmctld_failures(servers: Any, slurm_one_host: Any,
+                                                                       tmp_path: Path) -> None:
+    c = slurm_one_host
+    state = tmp_path / "state"
+    s = servers(state)
+    hb = tmp_path / "a.hb"
+    a = s.submit(toy(100000, 0.05, "--checkpoint-every", "10", "--heartbeat", str(hb)), gpus=2)
+
+    def progress(at_least: int) -> None:
+        done = s.job(a).get("iterations_done") or 0
+        wait_for(lambda: s.job(a)["state"] == "running" and (s.job(a).get("iterations_done") or 0) >= done + at_least,
+                 90, 0.1, f"job A to make {at_least} more iterations")
+
+    progress(10)
+    c.kill("slurmd-n1")  # its slurmstepd and the job live on: Slurm cannot stop them, the lease does
+    wait_for(lambda: "lost" in [e["kind"] for e in s.job(a)["events"]], 60, 0.1, "the run to be lost")
+    c.start_slurmd("n1")
+    progress(10)
+    s.kill()  # the server SIGKILLed: the run goes on under Slurm; the next server adopts it
+    s = servers(state)
+    wait_for(lambda: "adopted" in [e["kind"] for e in s.job(a)["events"]], 60, 0.1, "the run to be adopted")
+    progress(10)
+    c.restart_ctld()  # slurmctld SIGKILLed and started again: its jobs go on
+    progress(10)
+    s.client().post(f"/v1/jobs/{a}/cancel")
+    s.wait_state(a, "cancelled", 60)
+    events = s.job(a)["events"]
+    kinds = [e["kind"] for e in events]
+    assert kinds.count("lost") == 1 and kinds.count("adopted") == 1, events
+    lost = next(int(e["detail"]["allocation"]) for e in events if e["kind"] == "lost")
+    restarted = min(float(e["time"]) for e in events if e["kind"] == "resumed")
+    alive = beats(hb)
+    assert max(alive[lost]) < restarted, (lost, restarted, alive)  # it had stopped before the job started again
+    spans = sorted((min(v), max(v)) for v in alive.values())
+    assert len(spans) == 2 and all(x[1] < y[0] for x, y in itertools.pairwise(spans)), spans  # never two at once
+    assert not (state / "jobs" / str(a) / "checkpoints" / "overlap.log").exists()
+    iterations = {r: [int(line.split()[2]) for line in hb.read_text().splitlines() if int(line.split()[0]) == r]
+                  for r in alive}
+    first, second = sorted(alive, key=lambda r: min(alive[r]))
+    assert max(iterations[first]) - 10 <= min(iterations[second]) - 1 <= max(iterations[first])  # a checkpoint lost
+
+
+def test_a_slurm_conf_that_would_let_slurm_decide_stops_the_server_with_one_line(slurm_one_host: Any,
+                                                                                tmp_path: Path) -> None:
+    c = slurm_one_host
+    cmd = [PY, "-m", "tesserae.cli", "server", "--executor", "slurm", "--insecure-same-user", "--port", "0"]
+    env = {**os.environ, **c.env()}
+    r = subprocess.run([*cmd, "--state", str(tmp_path / "a"), "--slurm-partition", "nope"], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 2 and "PartitionName=nope: there is no such partition (Slurm has: tess)" in r.stderr
+    c.command("scontrol", "update", "PartitionName=tess", "RootOnly=NO")
+    try:
+        r = subprocess.run([*cmd, "--state", str(tmp_path / "b"), "--slurm-partition", "tess"], capture_output=True,
+                           text=True, env=env, timeout=120)
+    finally:
+        c.command("scontrol", "update", "PartitionName=tess", "RootOnly=YES")
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 2 and len(lines) == 1 and "field 'RootOnly': RootOnly=NO on partition tess" in lines[0]
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
