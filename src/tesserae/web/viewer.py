@@ -31,6 +31,9 @@ def register(app: typer.Typer) -> None:
         open_browser: Annotated[bool, typer.Option("--open/--no-open", help="Open the page in a browser.")] = False,
     ) -> None:
         """Serve a results folder on 127.0.0.1: side-by-side table, interactive plots, "why did job N wait?"."""
+        from tesserae.extras import require
+
+        require("server", "tesserae view")
         import uvicorn
 
         from tesserae.runtime.server import _bind
