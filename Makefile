@@ -1,13 +1,19 @@
-# Two commands: `make demo` and `make test`. Both build .venv from pyproject.toml first.
+# Two commands: `make demo` and `make test`. Both build .venv from pyproject.toml first:
+# `make demo` the simulator alone (`pip install -e .`), `make test` the dev environment.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# The dev environment ([dev] and PyTorch): what the tests, the linter and the benchmarks need.
 STAMP := $(VENV)/.installed
+# The simulator alone: what the demo needs (a subset of the dev environment, which serves it too).
+DEMO_STAMP := $(VENV)/.demo-installed
 
 .PHONY: demo test lint bench clean
 
-$(STAMP): pyproject.toml
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	# PyTorch for the profiler (tesserae profile) and its tests. Pinned: an unpinned torch pulls a
@@ -15,14 +21,21 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q 'torch==2.13.0' || echo "PyTorch could not be installed: the profiler tests will be skipped"
 	touch $(STAMP)
 
-demo: $(STAMP)
+# --no-compile: Python compiles the modules the demo imports when it first runs, not all of SciPy's.
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-compile -e .
+	touch $(DEMO_STAMP)
+
+# A dev environment already holds everything the demo needs.
+demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 	$(BIN)/tesserae compare --run "fifo(no-backfill)" --run fifo --run srtf --run tiresias-las:tiresias \
 		--run las:tesserae+packing \
 		--jobs 400 --load 1.5 --cluster 16x4 --seed 1 --out out/demo
 
+# -rs: every skipped test is listed with its reason at the end.
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/python -m pytest -n 2 --dist loadgroup tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -rs tests
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

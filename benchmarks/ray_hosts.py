@@ -3,7 +3,8 @@
 Each host is a network namespace (``ip netns``) with its own PID, mount and hostname namespaces
 (``unshare``): its own loopback, one end of a veth pair (host ``a`` is 10.200.0.1 on ``veth-a``, host
 ``b`` 10.200.0.2 on ``veth-b``; addresses that exist only inside the namespaces), its own ``/tmp``,
-``/dev/shm`` and ``$HOME`` (``/home/admin``: each host gets its own ``~/.ray``), a hostname that resolves to
+``/dev/shm`` and ``$HOME`` (``/home/admin``: each host gets its own ``~/.ray``; a checkout or a Python that lies
+under one of them is mounted back in place, so a clone in /tmp works), a hostname that resolves to
 127.0.1.1 as on Debian (the trap of issue 18: gloo picks that address unless told an interface),
 and one shared folder bind-mounted at ``/mnt/shared`` on every host (the shared file system). The
 checkout (and its ``.venv``) is seen at the same path everywhere, as a shared ``/opt`` would be.
@@ -48,13 +49,22 @@ _CLONE_NEWNET = 0x40000000
 # hostname, says "ready", then reaps every orphan until it is killed (which ends the host).
 _INIT = r"""
 import os, socket, subprocess, sys, time
-name, shared = sys.argv[1], sys.argv[2]
+name, shared, keep = sys.argv[1], sys.argv[2], sys.argv[3:]
 def sh(*a): subprocess.run(a, check=True)
 sh("mount", "-t", "tmpfs", "tmpfs", "/mnt")
 os.makedirs("/mnt/shared")
 sh("mount", "--bind", shared, "/mnt/shared")
-for d in ("/tmp", "/dev/shm", "/home"):
+# The checkout and its Python under a folder about to be hidden (a clone in /tmp): kept aside, put back.
+fresh = ("/tmp", "/dev/shm", "/home")
+hidden = [p for p in keep if any(p == d or p.startswith(d + "/") for d in fresh)]
+for i, p in enumerate(hidden):
+    os.makedirs(f"/mnt/keep/{i}")
+    sh("mount", "--bind", p, f"/mnt/keep/{i}")
+for d in fresh:
     sh("mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", d)
+for i, p in enumerate(hidden):
+    os.makedirs(p, exist_ok=True)
+    sh("mount", "--bind", f"/mnt/keep/{i}", p)
 os.makedirs("/home/admin", mode=0o700)
 with open("/tmp/hosts", "w") as f:
     f.write(f"127.0.0.1 localhost\n127.0.1.1 {name}\n")
@@ -148,7 +158,7 @@ class Hosts:
     def _start_init(self, h: Host) -> None:
         h.init = subprocess.Popen(["ip", "netns", "exec", h.netns, "unshare", "--pid", "--fork", "--mount", "--uts",
                                    "--mount-proc", "--propagation", "private", sys.executable, "-c", _INIT,
-                                   f"host-{h.name}", str(self.shared)],
+                                   f"host-{h.name}", str(self.shared), *_kept_paths()],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True, start_new_session=True)
         assert h.init.stdout is not None
@@ -252,6 +262,13 @@ class Hosts:
             yield lambda fn, *a, **kw: pool.submit(fn, *a, **kw).result()
         finally:
             pool.shutdown(wait=True)
+
+
+def _kept_paths() -> list[str]:
+    """What every host must see where it is even when it lies under /tmp, /dev/shm or /home (each host's own):
+    the checkout, the virtual environment and the Python it was made from."""
+    paths = {str(ROOT), sys.prefix, sys.base_prefix, str(Path(sys.executable).resolve().parent)}
+    return sorted(p for p in paths if p != "/")
 
 
 def _ip(*args: str) -> None:

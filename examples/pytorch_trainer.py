@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch.distributed as dist
         import torch.nn.functional as F
     except ImportError:
-        print("pytorch_trainer.py needs PyTorch: pip install torch (or pip install 'tesserae[gpu]')",
+        print("pytorch_trainer.py needs PyTorch: pip install torch (or pip install 'tesserae[profiler]')",
               file=sys.stderr)
         return 2
     from tesserae.job import Job

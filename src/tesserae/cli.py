@@ -16,6 +16,7 @@ from tesserae import cli_plugins, cli_sim, cli_trace
 from tesserae.cli_help import TesseraeGroup, VersionOpt
 from tesserae.cli_render import err
 from tesserae.core.errors import InputError
+from tesserae.extras import from_import_error
 from tesserae.profiler.cli_command import register as register_profile_command
 from tesserae.runtime.commands import register as register_runtime_commands
 from tesserae.web.viewer import register as register_view_command
@@ -50,11 +51,20 @@ def main() -> None:
     try:
         app(prog_name="tesserae")
     except InputError as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        _fail(e)
+    except ModuleNotFoundError as e:  # an optional dependency (tesserae.extras): one line naming its extra
+        missing = from_import_error(e)
+        if missing is None:
+            raise
+        _fail(missing)
     except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
         err.print(f"[red]error:[/red] {escape(f'{e.strerror}: {e.filename}')}", highlight=False, soft_wrap=True)
         sys.exit(2)
+
+
+def _fail(e: InputError) -> None:
+    err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False, soft_wrap=True)
+    sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from tesserae.cli_sim_options import (
     ThrashOpt,
     TraceOpt,
     TypeMatchingOpt,
+    UnprofiledOpt,
     WindowOpt,
     check_quotas,
     check_restart_cost,
@@ -62,6 +63,7 @@ from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.restart import DEFAULT_STORAGE_GBPS
 from tesserae.core.throughput import ThroughputModel
+from tesserae.extras import require
 
 
 def register(app: typer.Typer) -> None:
@@ -84,9 +86,12 @@ def _wall_seconds() -> float:
 
 def _load_setup(cluster_spec: str, profile: str | None) -> tuple[Cluster, ThroughputModel]:
     from tesserae.profiles.loader import load_profile
+    from tesserae.sim.workload import check_cluster
     from tesserae.traces.cluster_file import load_cluster
 
-    return load_cluster(cluster_spec), load_profile(profile)
+    cl, model = load_cluster(cluster_spec), load_profile(profile)
+    check_cluster(cl, model)
+    return cl, model
 
 
 def _progress(quiet: bool, label: str) -> tuple[Progress | None, Any]:
@@ -122,7 +127,7 @@ def simulate(
     storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS, min_run_quantum: QuantumOpt = 0.0,
     allow_thrashing: ThrashOpt = False, policy_packing: PolicyPackingOpt = None,
     type_matching: TypeMatchingOpt = None, strategy_choice: StrategyChoiceOpt = None,
-    queue_config: QueueConfigOpt = None, quotas: QuotasOpt = "borrow",
+    queue_config: QueueConfigOpt = None, quotas: QuotasOpt = "borrow", unprofiled_jobs: UnprofiledOpt = "refuse",
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
     from tesserae.config import RunSpec, build_scheduler, with_options
@@ -146,8 +151,9 @@ def simulate(
     window = parse_window(measure_jobs)
     cl, model = _load_setup(cluster, profile)
     build_scheduler(cl, model, run)  # a policy and placement that do not fit are refused before any work
-    wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
-    specs = build_workload(wl, cl, model)
+    wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed, unprofiled_jobs)
+    notes: list[str] = []
+    specs = build_workload(wl, cl, model, notes)
     prog, update = _progress(quiet, run.label)
     if prog:
         with prog:
@@ -155,6 +161,7 @@ def simulate(
     else:
         result, summary = run_sim(specs, cl, model, run, seed=seed, window=window)
     summary["workload"] = wl.describe()
+    summary["warnings"] = [*summary.get("warnings", []), *notes]
     write_run(out, result, summary)
     write_report(out)
     print_warnings([summary])
@@ -195,6 +202,7 @@ def compare(
     queue_config: QueueConfigOpt = None,
     quotas: Annotated[str, typer.Option("--quotas", help="With --queue-config, for runs that name none: borrow, "
                                         "strict or global (a run may add +strict, +global or +borrow).")] = "borrow",
+    unprofiled_jobs: UnprofiledOpt = "refuse",
 ) -> None:
     """Run several configurations on the same workload and cluster; ratios are to the first run.
 
@@ -220,6 +228,8 @@ def compare(
                               gavel_lp=gavel_lp, skew_threshold=skew_threshold, type_matching=type_matching,
                               strategy_choice=strategy_choice)}
     runs = [with_options(parse_run_label(label, base), **given) for label in run]
+    if ray is not None:
+        require("ray", "compare --ray")
     window = parse_window(measure_jobs)
     seed_list = [int(x) for x in parse_list(seeds, "seeds", int)] if seeds else [seed]
     if loads and trace is not None:
@@ -231,7 +241,7 @@ def compare(
     cl, model = _load_setup(cluster, profile)
     for r in runs:
         build_scheduler(cl, model, r)  # a policy and placement that do not fit are refused before any work
-    wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed)
+    wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed, unprofiled_jobs)
     points = [SweepPoint(r, s, ld) for ld in load_list for s in seed_list for r in runs]
     sweep = len(seed_list) > 1 or len(load_list) > 1
     prog = None if quiet else Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),

@@ -51,6 +51,11 @@ PriorOpt = Annotated[str | None, typer.Option("--gittins-prior", help="File of j
 GittinsIndexOpt = Annotated[str | None, typer.Option("--gittins-index", help="tiresias (Tiresias' simulator's "
                                                      "index, the default) or paper (the definition).")]
 SkewOpt = Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew threshold.")]
+UnprofiledOpt = Annotated[str, typer.Option("--unprofiled-jobs", help="A trace's job that the profile cannot "
+                                            "simulate (an unknown job type, an unmeasured GPU count): 'refuse' (an "
+                                            "error naming the file, line and field), 'generic' (a type the "
+                                            "built-in model does not know runs at reference speed, no skew) or "
+                                            "'reject' (left out and counted); the summary warns.")]
 WindowOpt = Annotated[str | None, typer.Option("--measure-jobs", help="Measurement window of job ids, "
                                                "LO:HI (half-open).")]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]

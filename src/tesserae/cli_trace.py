@@ -12,7 +12,11 @@ from rich.table import Table
 
 from tesserae.cli_help import TesseraeCommand, TesseraeGroup
 from tesserae.cli_render import console
-from tesserae.cli_sim_options import FormatOpt, ProfileOpt, SeedOpt
+from tesserae.cli_sim_options import FormatOpt, ProfileOpt, UnprofiledOpt
+
+#: A trace's seed draws only the job types of a Philly trace (its rows name no model); nothing is generated.
+TraceSeedOpt = Annotated[int, typer.Option("--seed", help="Seed that draws the job types of a Philly trace (its "
+                                           "rows name no model); other formats ignore it.")]
 
 trace_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, rich_markup_mode=None,
                         help="Read, convert and describe traces.")
@@ -31,18 +35,22 @@ def trace_info_cmd(
     format: FormatOpt = "canonical",
     cluster: Annotated[str | None, typer.Option("--cluster", help="Report the offered load on this cluster.")]
     = None,
-    profile: ProfileOpt = None, seed: SeedOpt = 0,
+    profile: ProfileOpt = None, seed: TraceSeedOpt = 0, unprofiled_jobs: UnprofiledOpt = "refuse",
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ) -> None:
     """Job count, GPU-count mix, duration quantiles and offered load of a trace."""
     from tesserae.profiles.loader import load_profile
+    from tesserae.sim.workload import check_cluster
     from tesserae.traces import read_trace
     from tesserae.traces.cluster_file import load_cluster
     from tesserae.traces.info import trace_info
 
     model = load_profile(profile)
-    specs = read_trace(path, format, model, seed=seed)
-    info = trace_info(specs, load_cluster(cluster) if cluster else None, model=model)
+    cl = load_cluster(cluster) if cluster else None
+    if cl is not None:
+        check_cluster(cl, model)
+    specs = read_trace(path, format, model, seed=seed, unprofiled=unprofiled_jobs)
+    info = trace_info(specs, cl, model=model)
     if as_json:
         console.print_json(json.dumps(info))
         return
@@ -63,14 +71,15 @@ _INFO_LABELS = {"gpu_mix": "GPU-count mix", "duration": "duration (s)", "gpu_sec
 def trace_convert_cmd(
     path: Annotated[Path, typer.Argument(help="Input trace.")],
     out: Annotated[Path, typer.Option("--out", help="Canonical output: .csv or .parquet.")],
-    format: FormatOpt = "canonical", profile: ProfileOpt = None, seed: SeedOpt = 0,
+    format: FormatOpt = "canonical", profile: ProfileOpt = None, seed: TraceSeedOpt = 0,
+    unprofiled_jobs: UnprofiledOpt = "refuse",
 ) -> None:
     """Convert a trace into the canonical format (CSV or Parquet, by the output suffix)."""
     from tesserae.profiles.loader import load_profile
     from tesserae.traces import read_trace
     from tesserae.traces.canonical import write_canonical
 
-    specs = read_trace(path, format, load_profile(profile), seed=seed)
+    specs = read_trace(path, format, load_profile(profile), seed=seed, unprofiled=unprofiled_jobs)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_canonical(specs, out)
     console.print(f"wrote {len(specs)} jobs to {out}")

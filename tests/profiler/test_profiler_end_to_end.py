@@ -26,7 +26,7 @@ from tesserae.profiles.loader import load_profile
 from tesserae.traces import write_canonical
 
 HAS_TORCH = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True).returncode == 0
-needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed (pip install 'tesserae[gpu]'); "
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="PyTorch is not installed (pip install 'tesserae[profiler]'); "
                                  "the profiler needs it")
 FAST = ("--size", "tiny", "--seconds", "0.5", "--warmup", "0.2", "--device", "cpu")
 NO_RESTART = ("--restart-runs", "0")
@@ -145,7 +145,7 @@ def test_missing_torch_is_one_error_line(tmp_path: Path, quiet: tuple[str, ...])
     r = tesserae("profile", "--models", "dcgan", "--out", str(tmp_path / "p.json"), *quiet,
                  env={"PYTHONPATH": str(tmp_path / "site")})
     line = _one_line_error(r)
-    assert "PyTorch cannot be imported" in line and "tesserae[gpu]" in line
+    assert "PyTorch cannot be imported" in line and "tesserae[profiler]" in line
     assert r.stdout == ""
 
 

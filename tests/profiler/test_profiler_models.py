@@ -9,7 +9,7 @@ import pytest
 try:
     import torch
 except ImportError as exc:  # not installed, or installed but broken
-    pytest.skip(f"PyTorch cannot be imported ({exc}); the profiler needs it: pip install 'tesserae[gpu]'",
+    pytest.skip(f"PyTorch cannot be imported ({exc}); the profiler needs it: pip install 'tesserae[profiler]'",
                 allow_module_level=True)
 
 from tesserae.profiler.catalogue import MODEL_NAMES

@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from tesserae.core.restart import DEFAULT_STORAGE_GBPS, RestartCost
+
+
+class JobProblem(NamedTuple):
+    """Why a model cannot simulate a job: the field at fault (``job_type`` or ``num_gpus``), the reason,
+    and whether the model could still run it as a job of reference speed (``--unprofiled-jobs generic``)."""
+
+    field: str
+    reason: str
+    generic_ok: bool = False
 
 
 @runtime_checkable
@@ -59,3 +68,15 @@ class ThroughputModel(Protocol):
     def job_types(self) -> list[str]: ...
 
     def gpu_types(self) -> list[str]: ...
+
+    def job_problem(self, job_type: str, num_gpus: int) -> JobProblem | None:
+        """Why this model cannot simulate a job of this type on this many GPUs (None: it can). The
+        default, for a model that answers every lookup: nothing against it."""
+        return None
+
+    def gpu_problem(self, gpu_type: str) -> str | None:
+        """Why this model cannot run jobs on ``gpu_type`` (None: it can): a type it has no data for."""
+        types = self.gpu_types()
+        if gpu_type in types:
+            return None
+        return f"GPU type {gpu_type!r} is not in profile {self.name} (it has {', '.join(types)})"

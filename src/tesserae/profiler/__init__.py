@@ -6,7 +6,7 @@
 - :mod:`~tesserae.profiler.runner`: plans and runs the measurements, writes the profile;
 - :mod:`~tesserae.profiler.cli_command`: the command itself.
 
-PyTorch is an optional extra (``pip install 'tesserae[gpu]'``); importing this package does not
+PyTorch is an optional extra (``pip install 'tesserae[profiler]'``); importing this package does not
 import it. See docs/profiler.md.
 """
 

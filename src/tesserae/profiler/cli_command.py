@@ -83,7 +83,7 @@ def register(app: typer.Typer) -> None:
                                    restart_runs=restart_runs, checkpoint_dir=checkpoint_dir)
             _profile(config, out, quiet)
         except InputError as e:
-            # tesserae.cli.main prints the message as Rich markup: keep "tesserae[gpu]" from being eaten.
+            # tesserae.cli.main prints the message as Rich markup: keep "tesserae[profiler]" from being eaten.
             raise InputError(str(e)) from None
 
 

@@ -182,7 +182,7 @@ class WorkerPool:
         if "torch_error" in hello:
             self.close()
             raise InputError(f"PyTorch cannot be imported ({hello['torch_error']}); install the profiler's "
-                             "extra: pip install 'tesserae[gpu]'")
+                             "extra: pip install 'tesserae[profiler]'")
 
     def __enter__(self) -> WorkerPool:
         return self
@@ -303,7 +303,7 @@ def detect_device(config: ProfileConfig, info: dict[str, Any]) -> Device:
 
     if "torch_version" not in info:
         raise InputError(f"PyTorch cannot be imported ({info.get('torch_error', 'not installed')}); "
-                         "install the profiler's extra: pip install 'tesserae[gpu]'")
+                         "install the profiler's extra: pip install 'tesserae[profiler]'")
     want = config.device
     if want not in ("auto", "cuda", "cpu"):
         raise InputError(f"unknown device '{want}'; expected auto, cuda or cpu", field="device")
@@ -517,7 +517,7 @@ class ProfileSession:
         for name in config.models:
             size_settings(name, "tiny")  # validates the name
         if not torch_available():
-            raise InputError("PyTorch is not installed; the profiler needs it: pip install 'tesserae[gpu]'")
+            raise InputError("PyTorch is not installed; the profiler needs it: pip install 'tesserae[profiler]'")
         self.config = config
         self.pool = WorkerPool(timeout=max(PROBE_TIMEOUT_S, config.timeout))
         try:

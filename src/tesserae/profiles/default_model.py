@@ -17,9 +17,15 @@ from typing import Annotated
 from pydantic import BaseModel, ConfigDict, Field
 
 from tesserae.core.restart import RestartCost
-from tesserae.core.throughput import ThroughputModel
-from tesserae.profiles.restart_model import STARTUP_SECONDS, RestartSeconds, builtin_restart_cost
+from tesserae.core.throughput import JobProblem, ThroughputModel
+from tesserae.profiles.families import model_family
+from tesserae.profiles.restart_model import BLOX, COMMON, GAVEL, STARTUP_SECONDS, RestartSeconds, builtin_restart_cost
 
+#: The parameter-count tables the built-in model reads restart costs from, first match wins.
+SIZE_TABLES = (COMMON, GAVEL, BLOX)
+
+#: A job type every model of this kind accepts: reference speed, no skew, no memory data.
+GENERIC_JOB_TYPE = "generic"
 # Largest-tensor share of the parameters (Tiresias' skew), from the Tiresias paper's profiles.
 TIRESIAS_SKEW: dict[str, float] = {
     "vgg19": 0.72, "vgg16": 0.74, "vgg11": 0.77, "alexnet": 0.61, "resnet50": 0.11,
@@ -113,10 +119,33 @@ class DefaultModel(RestartSeconds, ThroughputModel):
         size = self.config.checkpoint_bytes.get(job_type)
         if size is not None:
             return RestartCost(size, startup, measured=False, source="model: default-model configuration")
-        return builtin_restart_cost(job_type, startup_seconds=startup)
+        return builtin_restart_cost(job_type, SIZE_TABLES, startup_seconds=startup)
 
     def job_types(self) -> list[str]:
         return sorted(self.config.skew)
 
+    def known_job_types(self) -> list[str]:
+        """Every job type the model has data for (a skew, a memory footprint or a parameter count), and
+        ``generic``; a name is matched by its model family ('ResNet-50 (batch size 16)' is resnet50)."""
+        c = self.config
+        return sorted({*c.skew, *c.memory_gb, *c.checkpoint_bytes, *(k for t in SIZE_TABLES for k in t),
+                       GENERIC_JOB_TYPE})
+
+    def job_problem(self, job_type: str, num_gpus: int) -> JobProblem | None:
+        """An unknown job type (a typo, or a model the built-in tables lack) would silently run at reference
+        speed with no skew: refused, unless the run asks for that (``generic_ok``)."""
+        known = self.known_job_types()
+        if model_family(job_type) in {model_family(k) for k in known}:
+            return None
+        return JobProblem("job_type", f"unknown job type {job_type!r}: the built-in model knows "
+                          f"{', '.join(known)} ('{GENERIC_JOB_TYPE}': reference speed, no skew); "
+                          "--unprofiled-jobs generic runs unknown types as generic", generic_ok=True)
+
     def gpu_types(self) -> list[str]:
         return sorted(self.config.gpu_speed)
+
+    def gpu_problem(self, gpu_type: str) -> str | None:
+        if gpu_type in self.config.gpu_speed:
+            return None
+        return (f"GPU type {gpu_type!r} is not known to the built-in model (it knows {', '.join(self.gpu_types())}); "
+                "a default-model profile (--profile FILE.json) can add it to gpu_speed")

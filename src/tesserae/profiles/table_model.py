@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 from tesserae.core.errors import InputError
 from tesserae.core.restart import RestartCost
-from tesserae.core.throughput import ThroughputModel
+from tesserae.core.throughput import JobProblem, ThroughputModel
 from tesserae.profiles.colocation import ColocationTable
 from tesserae.profiles.default_model import TIRESIAS_SKEW
 from tesserae.profiles.families import model_family
@@ -260,6 +260,15 @@ class TableModel(RestartSeconds, ThroughputModel):
             return (f"job type {job_type!r} on {num_gpus} GPUs cannot run on {gpu_type!r} "
                     f"in profile {self.name} (out of memory)")
         return None
+
+    def job_problem(self, job_type: str, num_gpus: int) -> JobProblem | None:
+        reason = self.check(job_type, num_gpus)
+        if reason is None:
+            return None
+        return JobProblem("job_type" if job_type not in self._counts else "num_gpus", reason)
+
+    def gpu_problem(self, gpu_type: str) -> str | None:
+        return None if self._any_gpu else super().gpu_problem(gpu_type)
 
     def _unknown(self, job_type: str, num_gpus: int, gpu_type: str | None) -> str | None:
         """The reason a lookup cannot be answered at all: unmeasured job type, GPU count or GPU type."""

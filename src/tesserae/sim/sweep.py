@@ -55,20 +55,27 @@ def run_sweep(points: Sequence[SweepPoint], workload: WorkloadSpec, cluster: Clu
               on_done: Callable[[PointResult], None] | None = None) -> list[PointResult]:
     """Run every point; results come back in the order of ``points``."""
     workloads: dict[tuple[int, float | None], list[JobSpec]] = {}
+    notes: dict[tuple[int, float | None], list[str]] = {}
     for p in points:
         key = (p.seed, p.load)
         if key not in workloads:
             wl = replace(workload, seed=p.seed, load=workload.load if p.load is None else p.load)
-            workloads[key] = build_workload(wl, cluster, model)
+            notes[key] = []
+            workloads[key] = build_workload(wl, cluster, model, notes[key])
+
+    def done(res: PointResult) -> None:
+        res.summary["warnings"] = [*res.summary.get("warnings", []), *notes[(res.point.seed, res.point.load)]]
+        if on_done:
+            on_done(res)
+
     if ray_address is None:
         out = []
         for p in points:
             res = run_point(p, workloads[(p.seed, p.load)], cluster, model, window)
-            if on_done:
-                on_done(res)
+            done(res)
             out.append(res)
         return out
-    return _run_on_ray(points, workloads, cluster, model, window, ray_address, on_done)
+    return _run_on_ray(points, workloads, cluster, model, window, ray_address, done)
 
 
 def _run_on_ray(points: Sequence[SweepPoint], workloads: dict[tuple[int, float | None], list[JobSpec]],

@@ -17,7 +17,7 @@ from typing import IO
 
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import Controls, JobSpec
-from tesserae.core.throughput import ThroughputModel
+from tesserae.core.throughput import JobProblem, ThroughputModel
 
 INT64_MAX = 2**63 - 1
 Cell = str | int | float | None
@@ -170,6 +170,67 @@ def model_types(model: ThroughputModel) -> list[str]:
     return types
 
 
+#: What a trace reader does with a job the profile cannot simulate (``--unprofiled-jobs``).
+UNPROFILED_POLICIES = ("refuse", "generic", "reject")
+
+
+class JobTypeCheck:
+    """Whether the profile can simulate each (job type, GPU count) a trace asks for, checked as the trace is
+    read, by ``policy``:
+
+    - ``refuse`` (the default): the first it cannot is an InputError naming the file, the line and the
+      trace's own field (a typo such as 'resnet5O' would otherwise run at some default speed);
+    - ``generic``: a type the built-in model does not know runs at reference speed, no skew (anything
+      else the profile cannot simulate is still refused);
+    - ``reject``: such jobs are left out of the workload, counted, and the run's summary says so.
+
+    Calling it returns whether to keep the job; ``notes()`` says what was let through or left out.
+    """
+
+    def __init__(self, model: ThroughputModel | None, policy: str = "refuse") -> None:
+        if policy not in UNPROFILED_POLICIES:
+            raise InputError(f"'{policy}' is not {', '.join(UNPROFILED_POLICIES[:-1])} or {UNPROFILED_POLICIES[-1]}",
+                             field="unprofiled-jobs")
+        self.model, self.policy = model, policy
+        self._verdict: dict[tuple[str, int], JobProblem | None] = {}
+        self.generic: dict[str, int] = {}
+        self.left_out: dict[tuple[str, int], list[int]] = {}  # (type, GPUs) -> [jobs, first line]
+
+    def __call__(self, job_type: str, num_gpus: int, path: Path, line: int, type_field: str,
+                 gpus_field: str) -> bool:
+        if self.model is None:
+            return True
+        key = (job_type, num_gpus)
+        if key not in self._verdict:
+            self._verdict[key] = self.model.job_problem(job_type, num_gpus)
+        problem = self._verdict[key]
+        if problem is None:
+            return True
+        if self.policy == "generic" and problem.generic_ok:
+            self.generic[job_type] = self.generic.get(job_type, 0) + 1
+            return True
+        if self.policy == "reject":
+            self.left_out.setdefault(key, [0, line])[0] += 1
+            return False
+        raise InputError(problem.reason, path=str(path), line=line,
+                         field=type_field if problem.field == "job_type" else gpus_field)
+
+    def notes(self, path: Path | str) -> list[str]:
+        """Warnings for the run's summary: types run as generic, jobs left out."""
+        out = []
+        if self.generic:
+            shown = ", ".join(f"{t!r} ({n} job{'s' if n != 1 else ''})" for t, n in sorted(self.generic.items()))
+            out.append(f"{path}: job types the profile does not know ran as generic (reference speed, no skew): "
+                       f"{shown}")
+        if self.left_out:
+            total = sum(n for n, _ in self.left_out.values())
+            shown = ", ".join(f"{t!r} on {g} GPU{'s' if g != 1 else ''} ({n}, first on line {first})"
+                              for (t, g), (n, first) in sorted(self.left_out.items()))
+            out.append(f"{path}: {total} job{'s' if total != 1 else ''} left out, the profile cannot simulate "
+                       f"them (--unprofiled-jobs reject): {shown}")
+        return out
+
+
 class RateCache:
     """reference_rate per (job type, GPU count): traces repeat a few pairs many times."""
 
@@ -245,6 +306,9 @@ class JobRows:
 
     def finish(self) -> list[JobSpec]:
         """Times from the first (earliest) submission; jobs sorted by (submit_time, job_id)."""
+        if not self.submit:
+            raise InputError("no job left to simulate: the profile can simulate none of the trace's jobs "
+                             "(--unprofiled-jobs reject left them all out)")
         t0 = min(self.submit)
         jobs = [
             JobSpec(job_id=i, submit_time=s - t0, num_gpus=g, job_type=t, work=w, duration=d, user=u,

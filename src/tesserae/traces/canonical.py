@@ -27,10 +27,13 @@ from typing import Any
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
 from tesserae.core.queues import PRIORITY_CLASSES
+from tesserae.core.throughput import ThroughputModel
+from tesserae.extras import require
 from tesserae.traces import controls
 from tesserae.traces._fields import (
     Cell,
     JobRows,
+    JobTypeCheck,
     cell,
     check_file,
     csv_with_header,
@@ -52,7 +55,7 @@ MAX_MEMORY_MB = 2**40
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
-def _add_row(rows: JobRows, values: dict[str, Cell], p: Path, line: int) -> None:
+def _add_row(rows: JobRows, values: dict[str, Cell], p: Path, line: int, check: JobTypeCheck) -> None:
     """Validate one record (CSV cells are text, Parquet values are typed) and append it."""
     job_id = integer(values["job_id"], p, line, "job_id")
     submit = number(values["submit_time"], p, line, "submit_time")
@@ -78,14 +81,18 @@ def _add_row(rows: JobRows, values: dict[str, Cell], p: Path, line: int) -> None
     if memory is not None and not 1 <= memory <= MAX_MEMORY_MB:
         raise InputError(f"must be between 1 and {MAX_MEMORY_MB} MiB, got {m!r}", path=str(p), line=line,
                          field="memory_mb")
+    if not check(job_type, g, p, line, "job_type", "num_gpus"):
+        return
     rows.add(line, job_id, name, submit, g, job_type, work, duration, user=user, weight=weight, queue=queue,
              priority_class=cls, controls=controls.parse_controls(values, p, line), gpu_type=gpu_type, cpus=cpus,
              memory_mb=memory)
 
 
-def read_canonical_csv(path: str | Path) -> list[JobSpec]:
-    """Jobs of a canonical CSV trace."""
+def read_canonical_csv(path: str | Path, model: ThroughputModel | None = None, check: JobTypeCheck | None = None
+                       ) -> list[JobSpec]:
+    """Jobs of a canonical CSV trace (with ``model``: each job's type and GPU count must be simulable)."""
     p = check_file(path)
+    check = check or JobTypeCheck(model)
     rows = JobRows()
     last_line = 1
     with csv_with_header(p, REQUIRED, OPTIONAL, "job_id") as (records, col):
@@ -95,18 +102,21 @@ def read_canonical_csv(path: str | Path) -> list[JobSpec]:
             for name, i in col.items():
                 values[name] = cell(row, i, p, line, name) if name in REQUIRED else (
                     row[i] if i < len(row) else None)
-            _add_row(rows, values, p, line)
-    if not rows:
+            _add_row(rows, values, p, line, check)
+    if not rows and not check.left_out:
         raise no_jobs(p, last_line + 1, "job_id")
     return _finish(rows, p)
 
 
-def read_canonical_parquet(path: str | Path, batch_size: int = 65_536) -> list[JobSpec]:
-    """Jobs of a canonical Parquet trace, read batch by batch."""
+def read_canonical_parquet(path: str | Path, model: ThroughputModel | None = None, check: JobTypeCheck | None = None,
+                           batch_size: int = 65_536) -> list[JobSpec]:
+    """Jobs of a canonical Parquet trace, read batch by batch (``model``: as ``read_canonical_csv``)."""
+    p = check_file(path)
+    require("parquet", "a Parquet trace", path=str(p))
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    p = check_file(path)
+    check = check or JobTypeCheck(model)
     try:
         pf = pq.ParquetFile(p)
     except (pa.ArrowException, OSError) as e:
@@ -125,10 +135,10 @@ def read_canonical_parquet(path: str | Path, batch_size: int = 65_536) -> list[J
             columns = [data[present[c]] for c in wanted]
             for record in zip(*columns, strict=True):
                 line += 1
-                _add_row(rows, dict(zip(wanted, record, strict=True)), p, line)
+                _add_row(rows, dict(zip(wanted, record, strict=True)), p, line, check)
     except pa.ArrowException as e:
         raise InputError(f"cannot read Parquet data: {e}", path=str(p), line=line + 1) from e
-    if not rows:
+    if not rows and not check.left_out:
         raise no_jobs(p, 2, "job_id")
     return _finish(rows, p)
 
@@ -140,11 +150,12 @@ def _finish(rows: JobRows, p: Path) -> list[JobSpec]:
     return jobs
 
 
-def read_canonical(path: str | Path) -> list[JobSpec]:
+def read_canonical(path: str | Path, model: ThroughputModel | None = None, check: JobTypeCheck | None = None
+                   ) -> list[JobSpec]:
     """Canonical trace; Parquet when the suffix is .parquet or .pq, CSV otherwise."""
     if Path(path).suffix.lower() in PARQUET_SUFFIXES:
-        return read_canonical_parquet(path)
-    return read_canonical_csv(path)
+        return read_canonical_parquet(path, model, check)
+    return read_canonical_csv(path, model, check)
 
 
 def _has_resources(j: JobSpec) -> bool:
@@ -183,6 +194,7 @@ def write_canonical_csv(jobs: Iterable[JobSpec], path: str | Path) -> Path:
 
 def write_canonical_parquet(jobs: Sequence[JobSpec] | Iterable[JobSpec], path: str | Path) -> Path:
     """Write every column with fixed types (duration nullable)."""
+    require("parquet", "writing Parquet", path=str(path))
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -20,7 +20,8 @@ from pathlib import Path
 
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
-from tesserae.traces._fields import JobRows, check_file, gpus, no_jobs, number, open_text, text
+from tesserae.core.throughput import ThroughputModel
+from tesserae.traces._fields import JobRows, JobTypeCheck, check_file, gpus, no_jobs, number, open_text, text
 
 LAYOUT_7 = ("job_type", "command", "num_steps_arg", "needs_data_dir", "total_steps", "arrival_time",
             "scale_factor")
@@ -29,9 +30,12 @@ LAYOUT_10 = ("job_type", "command", "working_directory", "num_steps_arg", "needs
 LAYOUTS = {7: LAYOUT_7, 10: LAYOUT_10}
 
 
-def read_gavel(path: str | Path) -> list[JobSpec]:
-    """Jobs of a Gavel trace (either layout)."""
+def read_gavel(path: str | Path, model: ThroughputModel | None = None, check: JobTypeCheck | None = None
+               ) -> list[JobSpec]:
+    """Jobs of a Gavel trace (either layout); with ``model``, each job's type and GPU count must be simulable."""
     p = check_file(path)
+    check = check or JobTypeCheck(model)
+    jobs_seen = 0
     rows = JobRows()
     layout: tuple[str, ...] | None = None
     line = 0
@@ -69,9 +73,11 @@ def read_gavel(path: str | Path) -> list[JobSpec]:
             g = gpus(f_["scale_factor"], p, line, "scale_factor")
             weight = (number(f_["priority_weight"], p, line, "priority_weight", positive=True)
                       if "priority_weight" in f_ else 1.0)
-            k = len(rows)
+            k, jobs_seen = jobs_seen, jobs_seen + 1  # ids in file order, even when a job is left out
+            if not check(job_type, g, p, line, "job_type", "scale_factor"):
+                continue
             rows.add(line, k, str(k), arrival, g, job_type, work, None, weight=weight)
-    if not rows:
+    if not rows and not check.left_out:
         raise no_jobs(p, line + 1, "job_type")
     return rows.finish()
 

@@ -26,6 +26,7 @@ from tesserae.core.jobs import JobSpec
 from tesserae.core.throughput import ThroughputModel
 from tesserae.traces._fields import (
     JobRows,
+    JobTypeCheck,
     RateCache,
     cell,
     check_file,
@@ -52,7 +53,8 @@ def parse_timestamp(value: str, path: Path, line: int, field: str = "timestamp")
     return dt.timestamp()
 
 
-def read_philly(path: str | Path, model: ThroughputModel, seed: int = 0) -> list[JobSpec]:
+def read_philly(path: str | Path, model: ThroughputModel, seed: int = 0, check: JobTypeCheck | None = None
+                ) -> list[JobSpec]:
     """Jobs of a Philly-derived CSV; types drawn with ``seed`` (see module docstring)."""
     p = check_file(path)
     types = model_types(model)
@@ -81,9 +83,12 @@ def read_philly(path: str | Path, model: ThroughputModel, seed: int = 0) -> list
     rng = np.random.default_rng(seed)
     drawn = rng.integers(len(types), size=len(submit)).tolist()
     rate = RateCache(model)
+    check = check or JobTypeCheck(model)
     rows = JobRows()
     for k, (line, s, d, g, u, t) in enumerate(zip(lines, submit, duration, num_gpus, users, drawn,
                                                   strict=True)):
         job_type = types[t]
+        if not check(job_type, g, p, line, "num_gpus", "num_gpus"):  # drawn types: only a count can miss
+            continue
         rows.add(line, k, str(k), s, g, job_type, d * rate(job_type, g), d, user=u)
     return rows.finish()

@@ -15,7 +15,7 @@ from pathlib import Path
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
 from tesserae.core.throughput import ThroughputModel
-from tesserae.traces._fields import check_file
+from tesserae.traces._fields import JobTypeCheck, check_file
 from tesserae.traces.canonical import (
     read_canonical,
     read_canonical_csv,
@@ -29,27 +29,37 @@ from tesserae.traces.philly import read_philly
 from tesserae.traces.slurm import read_slurm
 from tesserae.traces.tiresias import read_tiresias
 
-Reader = Callable[[Path, ThroughputModel, int], list[JobSpec]]
+Reader = Callable[[Path, ThroughputModel, int, JobTypeCheck], list[JobSpec]]
 
 READERS: dict[str, Reader] = {
-    "tiresias": lambda p, model, seed: read_tiresias(p, model),
-    "philly": lambda p, model, seed: read_philly(p, model, seed),
-    "gavel": lambda p, model, seed: read_gavel(p),
-    "slurm": lambda p, model, seed: read_slurm(p, model, seed),
-    "canonical": lambda p, model, seed: read_canonical(p),
+    "tiresias": lambda p, model, seed, check: read_tiresias(p, model, check),
+    "philly": lambda p, model, seed, check: read_philly(p, model, seed, check),
+    "gavel": lambda p, model, seed, check: read_gavel(p, model, check),
+    "slurm": lambda p, model, seed, check: read_slurm(p, model, seed),  # types drawn from the model
+    "canonical": lambda p, model, seed, check: read_canonical(p, model, check),
 }
 FORMATS: tuple[str, ...] = tuple(READERS)
 
 
-def read_trace(path: str | Path, fmt: str, model: ThroughputModel, seed: int = 0) -> list[JobSpec]:
-    """Read a trace of format ``fmt`` (one of FORMATS); ``seed`` only matters for Philly's job types."""
+def read_trace(path: str | Path, fmt: str, model: ThroughputModel, seed: int = 0, unprofiled: str = "refuse",
+               notes: list[str] | None = None) -> list[JobSpec]:
+    """Read a trace of format ``fmt`` (one of FORMATS); ``seed`` only matters for Philly's job types.
+
+    Every job's type and GPU count must be one ``model`` can simulate; ``unprofiled`` says what to do
+    with one it cannot (``JobTypeCheck``: refuse, generic or reject). What was let through or left out
+    is appended to ``notes`` (the run's summary warns about it).
+    """
     key = fmt.strip().lower()
     reader = READERS.get(key)
     if reader is None:
         raise InputError(f"unknown trace format '{fmt}'; valid formats: {', '.join(FORMATS)}",
                          field="format")
+    check = JobTypeCheck(model, unprofiled)
     p = check_file(path)
-    return reader(p, model, seed)
+    jobs = reader(p, model, seed, check)
+    if notes is not None:
+        notes.extend(check.notes(path))
+    return jobs
 
 
 __all__ = [

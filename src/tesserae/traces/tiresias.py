@@ -15,6 +15,7 @@ from tesserae.core.jobs import JobSpec
 from tesserae.core.throughput import ThroughputModel
 from tesserae.traces._fields import (
     JobRows,
+    JobTypeCheck,
     RateCache,
     cell,
     check_file,
@@ -30,10 +31,11 @@ REQUIRED = ("num_gpu", "submit_time", "model_name", "duration")
 OPTIONAL = ("job_id",)
 
 
-def read_tiresias(path: str | Path, model: ThroughputModel) -> list[JobSpec]:
+def read_tiresias(path: str | Path, model: ThroughputModel, check: JobTypeCheck | None = None) -> list[JobSpec]:
     """Jobs of a Tiresias CSV; work = duration x the model's reference rate for (type, GPUs)."""
     p = check_file(path)
     rate = RateCache(model)
+    check = check or JobTypeCheck(model)
     rows = JobRows()
     raw_ids: list[str] = []
     last_line = 1
@@ -48,9 +50,11 @@ def read_tiresias(path: str | Path, model: ThroughputModel) -> list[JobSpec]:
             submit = number(cell(row, i_sub, p, line, "submit_time"), p, line, "submit_time")
             job_type = text(cell(row, i_model, p, line, "model_name"), p, line, "model_name")
             duration = number(cell(row, i_dur, p, line, "duration"), p, line, "duration", positive=True)
+            if not check(job_type, g, p, line, "model_name", "num_gpu"):
+                continue
             raw_ids.append(raw_id)
             rows.add(line, index, raw_id, submit, g, job_type, duration * rate(job_type, g), duration)
-    if not rows:
+    if not rows and not check.left_out:
         raise no_jobs(p, last_line + 1, "job_id")
     ids = [id_as_int(r) for r in raw_ids]
     if all(i is not None for i in ids):

@@ -112,6 +112,9 @@ def server(
                                                            "(re)start.")] = 1.0,
 ) -> None:
     """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
+    from tesserae.extras import require
+
+    require("server", "tesserae server")  # before anything is written
     from tesserae.config import RunSpec, with_options
     from tesserae.runtime.detach import DETACHED_VAR, detach_server
     from tesserae.runtime.server import ServerOptions, say, serve
