@@ -722,8 +722,9 @@ class RateEstimator:
     def _veto(self, e: np.ndarray, pj: np.ndarray, pp: np.ndarray, pt: np.ndarray, ybar: np.ndarray,
               stalled: np.ndarray) -> None:
         """Gandiva's introspection: a pair measured in both directions slower than its two jobs alone
-        (factors summing below 1; a stall counts as 0) is vetoed: both jobs carry a tag naming the pair,
-        and two jobs with a common tag are shown as unable to share (:mod:`learned_classes`)."""
+        (factors summing below 1, against alone rates measured on the same GPU type; a stall counts as 0)
+        is vetoed: both jobs carry a tag naming the pair, and two jobs with a common tag are shown as
+        unable to share (:mod:`learned_classes`)."""
         if e.size == 0:
             return
         T, cap = self.T, self._cap
@@ -733,7 +734,9 @@ class RateEstimator:
         order = np.argsort(key, kind="stable")
         at = np.clip(np.searchsorted(key[order], back), 0, key.size - 1)
         other = order[at]
-        mutual = (key[other] == back) & (pj < pp)
+        # Judged only where both jobs' alone rates on that type were measured (else a factor says little).
+        known = (self.cnt[pj, pt] > 0) & (self.cnt[pp, pt] > 0)
+        mutual = (key[other] == back) & (pj < pp) & known
         bad = mutual & (factor + factor[other] < 1.0)
         for s, p in zip(pj[bad].tolist(), pp[bad].tolist(), strict=True):
             if (s, p) in self._vetoed:

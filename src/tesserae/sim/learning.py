@@ -225,9 +225,9 @@ class LearningObserver:
         if decision:
             # A round's reports are in: the estimator is refitted now, before the decision reads it (the
             # runtime does the same when a round's progress reports have arrived).
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             est.refresh()
-            self.refresh_seconds.append(time.perf_counter() - t0)
+            self.refresh_seconds.append(time.process_time() - t0)
 
     # ------------------------------------------------------------------------------ figures
     def _record_error(self, r: int, partner: int) -> None:
