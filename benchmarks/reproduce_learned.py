@@ -14,11 +14,11 @@ the baseline's average JCT over the mode's; the share of the oracle's gain a mod
 log(gain) / log(oracle's gain). In every run (every mode) the jobs' true rates vary per job (a seeded
 factor, ``RATE_VARIATION``), and a learned run observes them with ``RATE_NOISE`` relative noise.
 
-Settings (workloads built as in ``benchmarks/reproduce_tesserae.py``): Philly days 15-30 on the
-mixed 64-GPU cluster and on the mixed 256-GPU cluster (its window is shortened, ``PHILLY_256_DAYS``,
-so the study fits a shared 2-core machine), the LLM mix on 64 GPUs, and Gavel's generated traces
-(its generator's distributions: ``tesserae.traces.synthetic`` with the ``gavel`` GPU mix) on the
-mixed 64-GPU cluster. Policies: LAS, Tiresias-LAS (P = 8) and Gavel's max-min (plain LP; the
+Settings (workloads built as in ``benchmarks/reproduce_tesserae.py``): Philly arrivals on the mixed
+64-GPU and 256-GPU clusters (windows of days 15-30 where its busy part starts, ``PHILLY_64_DAYS`` and
+``PHILLY_256_DAYS``, sized so that the study fits a shared 2-core machine), the LLM mix on 64 GPUs,
+and Gavel's generated traces (its generator's distributions: ``tesserae.traces.synthetic`` with the
+``gavel`` GPU mix) on the mixed 64-GPU cluster. Policies: LAS, Tiresias-LAS (P = 8) and Gavel's max-min (plain LP; the
 placement pairs its overflow). Learned without the declared types as family hints, and learned
 without exploration, run on the mixed 64-GPU Philly setting (``ABLATIONS``).
 
@@ -54,9 +54,13 @@ LATENCY = ROOT / "docs" / "benchmarks" / "round_latency_learned.json"
 ROUND = 300.0
 RATE_NOISE = 0.05
 RATE_VARIATION = 0.3
-#: The 256-GPU Philly window (days of the trace): ~1,100 jobs a run (the whole 15-30 window: ~4,300).
-PHILLY_256_DAYS = (20.0, 22.0)
-GAVEL_GEN_JOBS, GAVEL_GEN_LOAD = 300, 1.2
+#: The Philly windows (days of the trace) the study runs: where the window's busy part starts, sized so that
+#: 5 seeds x 12 configurations of every setting fit the shared 2-core machine (the whole days 15-30 are
+#: ~1,100 jobs a run at 64 GPUs and ~4,300 at 256).
+PHILLY_64_DAYS = (20.0, 23.0)
+PHILLY_256_DAYS = (20.0, 21.0)
+LLM_JOBS = 150
+GAVEL_GEN_JOBS, GAVEL_GEN_LOAD = 150, 1.2
 
 
 @dataclass(frozen=True)
@@ -68,10 +72,11 @@ class Setting:
 
 
 SETTINGS: dict[str, Setting] = {s.name: s for s in (
-    Setting("philly-hetero-64", "hetero-64", "philly", "Philly days 15-30, mixed 64 GPUs"),
-    Setting("philly-hetero-256", "hetero-256", "philly", "Philly days {}-{}, mixed 256 GPUs".format(
-        *(int(d) for d in PHILLY_256_DAYS))),
-    Setting("llm-64", "llm-64", "llm", "LLM mix, 64 GPUs"),
+    Setting("philly-hetero-64", "hetero-64", "philly", "Philly days {:g}-{:g}, mixed 64 GPUs".format(
+        *PHILLY_64_DAYS)),
+    Setting("philly-hetero-256", "hetero-256", "philly", "Philly days {:g}-{:g}, mixed 256 GPUs".format(
+        *PHILLY_256_DAYS)),
+    Setting("llm-64", "llm-64", "llm", f"LLM mix ({LLM_JOBS} jobs, load {rt.LLM_LOAD['llm-64']}), 64 GPUs"),
     Setting("gavel-gen-64", "hetero-64", "gavel-gen", f"Gavel's generated trace ({GAVEL_GEN_JOBS} jobs, "
             f"load {GAVEL_GEN_LOAD}), mixed 64 GPUs"),
 )}
@@ -98,7 +103,7 @@ POLICIES: dict[str, Policy] = {p.name: p for p in (
 MODES = ("base", "oracle", "learned", "generic")
 #: Ablations, on one setting: learned without family hints, and learned without exploration.
 ABLATIONS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "learned-nohints": ("philly-hetero-64", ("las", "tiresias")),
+    "learned-nohints": ("philly-hetero-64", ("las",)),
     "learned-noexplore": ("philly-hetero-64", ("las",)),
 }
 
@@ -145,7 +150,7 @@ _SMOKE: dict[str, int] = {}
 def workload(run: Run, cluster: Any) -> tuple[list[Any], Any]:
     s = SETTINGS[run.setting]
     if s.workload == "llm":
-        n = _SMOKE.get("llm_jobs", rt.LLM_JOBS[s.cluster])
+        n = _SMOKE.get("llm_jobs", LLM_JOBS)
         return rt.llm_workload(cluster, n, rt.LLM_LOAD[s.cluster], run.seed), rt.llm_model()
     model = rt.gavel_model()
     if s.workload == "gavel-gen":
@@ -153,7 +158,7 @@ def workload(run: Run, cluster: Any) -> tuple[list[Any], Any]:
 
         n = _SMOKE.get("gavel_jobs", GAVEL_GEN_JOBS)
         return generate_workload(n, GAVEL_GEN_LOAD, cluster, model, 300 + run.seed, "gavel"), model
-    days = PHILLY_256_DAYS if s.cluster == "hetero-256" else rt.PHILLY_DAYS
+    days = PHILLY_256_DAYS if s.cluster == "hetero-256" else PHILLY_64_DAYS
     jobs = rt.philly_workload(cluster.num_gpus, run.seed, days)
     if "philly_jobs" in _SMOKE:
         jobs = jobs[: _SMOKE["philly_jobs"]]
@@ -302,10 +307,12 @@ def setup_section(runs: dict[str, Any], seeds: int) -> list[str]:
         "## Setup", "",
         "- **Settings**: " + "; ".join(f"`{s.name}` = {s.label} (`{rt.CLUSTERS[s.cluster][0]}`)"
                                        for s in SETTINGS.values()) + ".",
-        "- **Sizes**: " + ("; ".join(sizes) if sizes else "no runs yet") + f". The 256-GPU Philly window is days "
-        f"{PHILLY_256_DAYS[0]:g}-{PHILLY_256_DAYS[1]:g}, where the window's busy part starts (the whole 15-30 "
-        "window is ~4,300 jobs a run: 5 seeds x 12 configurations of it do not fit this shared 2-core machine); "
-        "Gavel's generated trace has "
+        "- **Sizes**: " + ("; ".join(sizes) if sizes else "no runs yet") + ". The Philly windows are days "
+        f"{PHILLY_64_DAYS[0]:g}-{PHILLY_64_DAYS[1]:g} (64 GPUs) and {PHILLY_256_DAYS[0]:g}-{PHILLY_256_DAYS[1]:g} "
+        "(256 GPUs) of the trace, where the busy part of `tesserae.md`'s days 15-30 starts, thinned to the "
+        "cluster as there; the whole window (~1,100 jobs a run at 64 GPUs, ~4,300 at 256) times 5 seeds x 12 "
+        "configurations did not fit this shared 2-core machine (at a load average of 15-38 during this study). "
+        f"The LLM mix has {LLM_JOBS} jobs a run; Gavel's generated trace has "
         f"{GAVEL_GEN_JOBS} jobs at offered load {GAVEL_GEN_LOAD} (Poisson arrivals, Gavel's GPU-count mix and "
         "Philly-like durations, types uniform over Gavel's table), seed 300 + s.",
         "- **Policies**: " + "; ".join(f"{p.label} (`{p.spec}`; baseline placement `{p.base['placement']}`)"
