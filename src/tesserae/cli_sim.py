@@ -25,11 +25,13 @@ from tesserae.cli_sim_options import (
     GavelLpOpt,
     GavelRoundsOpt,
     GittinsIndexOpt,
+    HintsOpt,
     JobsOpt,
     KnobOpt,
     LoadOpt,
     MixOpt,
     NoBackfillOpt,
+    NoiseOpt,
     OverheadOpt,
     PackingOpt,
     PolicyPackingOpt,
@@ -48,12 +50,15 @@ from tesserae.cli_sim_options import (
     StorageOpt,
     StrategyChoiceOpt,
     ThrashOpt,
+    ThroughputsOpt,
     TraceOpt,
     TypeMatchingOpt,
     UnprofiledOpt,
+    VariationOpt,
     WindowOpt,
     check_quotas,
     check_restart_cost,
+    check_throughputs,
     parse_list,
     parse_window,
     shared_options,
@@ -128,6 +133,8 @@ def simulate(
     allow_thrashing: ThrashOpt = False, policy_packing: PolicyPackingOpt = None,
     type_matching: TypeMatchingOpt = None, strategy_choice: StrategyChoiceOpt = None,
     queue_config: QueueConfigOpt = None, quotas: QuotasOpt = "borrow", unprofiled_jobs: UnprofiledOpt = "refuse",
+    throughputs: ThroughputsOpt = "oracle", rate_noise: NoiseOpt = 0.0, rate_variation: VariationOpt = 0.0,
+    learned_hints: HintsOpt = True,
 ) -> None:
     """Replay a trace (or the generated default workload) under one policy and placement."""
     from tesserae.config import RunSpec, build_scheduler, with_options
@@ -140,7 +147,9 @@ def simulate(
                   restart_overhead=restart_overhead, no_backfill=no_backfill, event_driven=event_driven,
                   packing=packing, gavel_rounds=gavel_rounds, restart_cost=check_restart_cost(restart_cost),
                   storage_gbps=storage_gbps, min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing,
-                  policy_packing=policy_packing, queue_config=queue_config, quotas=check_quotas(quotas))
+                  policy_packing=policy_packing, queue_config=queue_config, quotas=check_quotas(quotas),
+                  throughputs=check_throughputs(throughputs), rate_noise=rate_noise, rate_variation=rate_variation,
+                  learned_hints=learned_hints)
     run = with_options(run, policy=parse_plugin_options(policy_opt, "policy-opt"),
                        placement=parse_plugin_options(placement_opt, "placement-opt"),
                        **shared_options(queues=parse_queues(queues), promote_knob=promote_knob,
@@ -203,6 +212,10 @@ def compare(
     quotas: Annotated[str, typer.Option("--quotas", help="With --queue-config, for runs that name none: borrow, "
                                         "strict or global (a run may add +strict, +global or +borrow).")] = "borrow",
     unprofiled_jobs: UnprofiledOpt = "refuse",
+    throughputs: Annotated[str, typer.Option("--throughputs", help="For runs that name none: oracle, learned or "
+                                             "generic (a run may add {learned}, {learned,no-hints}, {generic}).")]
+    = "oracle",
+    rate_noise: NoiseOpt = 0.0, rate_variation: VariationOpt = 0.0, learned_hints: HintsOpt = True,
 ) -> None:
     """Run several configurations on the same workload and cluster; ratios are to the first run.
 
@@ -220,7 +233,8 @@ def compare(
                    no_backfill=no_backfill, event_driven=event_driven, packing=packing, gavel_rounds=gavel_rounds,
                    restart_cost=check_restart_cost(restart_cost), storage_gbps=storage_gbps,
                    min_run_quantum=min_run_quantum, allow_thrashing=allow_thrashing,
-                   queue_config=queue_config, quotas=check_quotas(quotas))
+                   queue_config=queue_config, quotas=check_quotas(quotas), throughputs=check_throughputs(throughputs),
+                   rate_noise=rate_noise, rate_variation=rate_variation, learned_hints=learned_hints)
     given = {"policy": parse_plugin_options(policy_opt, "policy-opt"),
              "placement": parse_plugin_options(placement_opt, "placement-opt"),
              **shared_options(queues=parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,

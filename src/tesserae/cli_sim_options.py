@@ -85,6 +85,21 @@ TypeMatchingOpt = Annotated[bool | None, typer.Option("--type-matching/--no-type
 StrategyChoiceOpt = Annotated[bool | None, typer.Option("--strategy-choice/--no-strategy-choice", help="tesserae "
                                                  "placement: pick each pair's parallelism strategy (off: every "
                                                  "job keeps its best strategy alone; default on).")]
+ThroughputsOpt = Annotated[str, typer.Option("--throughputs", help="What the scheduler knows of the jobs' rates: "
+                                             "'oracle' (the profile), 'learned' (estimated from their progress) "
+                                             "or 'generic' (nothing); jobs always run at the profile's rates.")]
+NoiseOpt = Annotated[float, typer.Option("--rate-noise", min=0.0, max=1.0, help="learned: relative noise of each "
+                                         "observed rate (0.05 = 5%).")]
+VariationOpt = Annotated[float, typer.Option("--rate-variation", min=0.0, max=2.0, help="Scale each job's true "
+                                             "rates (and work) by its own seeded factor exp(F z), z ~ N(0,1).")]
+HintsOpt = Annotated[bool, typer.Option("--learned-hints/--no-learned-hints", help="learned: pool jobs of one "
+                                        "declared type (a hint, never a profile row).")]
+
+
+def check_throughputs(text: str) -> Any:
+    if text not in ("oracle", "learned", "generic"):
+        raise InputError(f"'{text}' is not oracle, learned or generic", field="throughputs")
+    return text
 
 
 def parse_window(text: str | None) -> tuple[int, int] | None:

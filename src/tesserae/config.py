@@ -79,6 +79,16 @@ class RunSpec(BaseModel):
     #: Whether the policy itself packs (Gavel's LP with pair variables); None = as ``packing``.
     #: ``gavel-maxmin(plain):tesserae+packing`` is the plain LP with the placement's packing.
     policy_packing: bool | None = None
+    #: What the scheduler knows of the true rates: the profile (oracle), an estimator learning from the
+    #: jobs' progress (learned), or nothing (generic); see ``tesserae.sim.learning``.
+    throughputs: Literal["oracle", "learned", "generic"] = "oracle"
+    #: Relative noise of one observed rate (learned), and the spread of the per-job true-rate factors.
+    rate_noise: float = Field(0.0, ge=0, le=1, allow_inf_nan=False)
+    rate_variation: float = Field(0.0, ge=0, le=2, allow_inf_nan=False)
+    #: learned: pool jobs of one declared type (a hint, not a profile row), and the exploration budget
+    #: (GPU-seconds exploring per GPU-second run).
+    learned_hints: bool = True
+    explore_budget: float = Field(0.1, ge=0, le=1, allow_inf_nan=False)
 
     @classmethod
     def flat(cls, **settings: Any) -> RunSpec:
@@ -113,14 +123,17 @@ class RunSpec(BaseModel):
 
     @property
     def label(self) -> str:
-        """``POLICY[(mods)]:PLACEMENT[+packing][+quotas][marks]``: what reports and folders are named by."""
+        """``POLICY[(mods)]:PLACEMENT[+packing][+quotas][marks][{throughputs}]``: what reports and folders are
+        named by."""
         extra = "+packing" if self.packing else ""
         if self.queue_config is not None and self.quotas != "borrow":
             extra += f"+{self.quotas}"
         mods = [m for m, on in (("no-backfill", self.no_backfill), ("plain", self.packing and not self.policy_packs))
                 if on]
         nb = "".join(f"({m})" for m in mods)
-        return f"{self.policy}{nb}:{self.placement}{extra}" + "".join(f"[{m}]" for m in self._marks())
+        info = "" if self.throughputs == "oracle" else "{" + self.throughputs + \
+            ("" if self.learned_hints or self.throughputs != "learned" else ",no-hints") + "}"
+        return f"{self.policy}{nb}:{self.placement}{extra}" + "".join(f"[{m}]" for m in self._marks()) + info
 
     def _marks(self) -> list[str]:
         """The placement's label marks (ablations) for its options; none while they do not validate."""
@@ -132,8 +145,18 @@ class RunSpec(BaseModel):
 
 
 def parse_run_label(label: str, base: RunSpec) -> RunSpec:
-    """``POLICY[:PLACEMENT][+packing]`` on top of shared options, as ``compare --run`` takes it."""
+    """``POLICY[:PLACEMENT][+packing][{learned|generic|oracle}]`` on top of shared options, as
+    ``compare --run`` takes it; ``{learned,no-hints}`` hides the declared types from the estimator too."""
     text = label.strip()
+    info: dict[str, Any] = {}
+    if text.endswith("}") and "{" in text:
+        text, _, mode = text[:-1].rpartition("{")
+        name, _, flag = mode.partition(",")
+        if name not in ("oracle", "learned", "generic") or flag not in ("", "no-hints") or \
+                (flag and name != "learned"):
+            raise InputError(f"run '{label}': unknown throughputs '{{{mode}}}'; expected {{oracle}}, {{learned}}, "
+                             "{learned,no-hints} or {generic}", field="run")
+        info = {"throughputs": name, "learned_hints": flag != "no-hints"}
     packing, quotas = base.packing, base.quotas
     while True:
         head, plus, suffix = text.rpartition("+")
@@ -160,7 +183,7 @@ def parse_run_label(label: str, base: RunSpec) -> RunSpec:
         raise InputError(f"run '{label}' names no policy; expected POLICY[:PLACEMENT]", field="run")
     return base.model_copy(update={"policy": policy, "placement": placement or base.placement,
                                    "packing": packing, "no_backfill": no_backfill, "quotas": quotas,
-                                   "policy_packing": policy_packing})
+                                   "policy_packing": policy_packing, **info})
 
 
 def with_options(run: RunSpec, *, policy: Mapping[str, Any] | None = None, placement: Mapping[str, Any] | None = None,

@@ -216,14 +216,17 @@ class TiresiasPlacement(PlacementPolicy):
         self.spread_placements = 0
 
     def _classify(self, table: JobTable, model: ThroughputModel) -> np.ndarray:
-        if table is not self._table:
+        # A table's type list may grow between decisions (learned class keys are appended, never
+        # changed): the classification is extended then.
+        if table is not self._table or len(table.types) != self._high.size:
+            if table is not self._table:
+                self.consolidation_waits = 0
+                self.spread_placements = 0
             self._table = table
             skews = [model.skew(t) for t in table.types]
             self.unknown_types = [t for t, s in zip(table.types, skews, strict=True) if s is None]
             self._high = np.array([s is not None and s > self.skew_threshold for s in skews], dtype=bool)
             self.high_skew_types = [t for t, h in zip(table.types, self._high, strict=True) if h]
-            self.consolidation_waits = 0
-            self.spread_placements = 0
         return self._high
 
     def high_skew(self, table: JobTable, model: ThroughputModel) -> np.ndarray:

@@ -23,7 +23,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -32,12 +32,31 @@ from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.restart import DEFAULT_STORAGE_GBPS
+from tesserae.core.throughput import ThroughputModel
 from tesserae.placement.base import runnable
 from tesserae.scheduler import Scheduler
 from tesserae.sim.lifecycle import SimLifecycle
 
 ProgressCallback = Callable[[float, int, int], None]
 RESTART_COSTS = ("fixed", "job")
+#: Iterations/s of a job placed where its true rate is 0 (out of memory next to its partner, say)
+#: when the scheduler does not see the true rates: it holds its GPUs and makes no progress.
+STALL_RATE = 1e-9
+
+
+class SegmentObserver(Protocol):
+    """Watches jobs run, segment by segment (a segment: one job on one placement, between changes).
+
+    ``begin`` is called for rows whose segment starts (after a decision, ``decision`` True; or when
+    a partner left), ``end`` for rows whose segment ends (before a decision, ``decision`` True; a
+    completion, a failed run, or a partner leaving); the observer reads the rest from the simulator.
+    """
+
+    def attach(self, sim: Simulator) -> None: ...
+
+    def begin(self, now: float, rows: np.ndarray, decision: bool) -> None: ...
+
+    def end(self, now: float, rows: np.ndarray, decision: bool) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +111,41 @@ class SimResult:
 
 
 class Simulator:
-    """Replays ``specs`` on ``cluster`` under ``scheduler``. One instance, one run."""
+    """Replays ``specs`` on ``cluster`` under ``scheduler``. One instance, one run.
+
+    By default jobs progress at the rates of the scheduler's own model (it sees the truth: the
+    oracle). With ``truth`` they progress at that model's rates while the scheduler decides on its
+    own (learned or no information); a placement the truth gives no rate then stalls the job
+    instead of stopping the run. ``rate_factor`` scales each job's true rates and its work alike
+    (jobs of one type differ; the trace's durations stay). ``observer`` watches every segment run.
+    """
 
     def __init__(self, specs: Sequence[JobSpec], cluster: Cluster, scheduler: Scheduler,
-                 config: SimConfig | None = None) -> None:
-        self._setup(JobTable(specs), cluster, scheduler, config)
+                 config: SimConfig | None = None, *, truth: ThroughputModel | None = None,
+                 rate_factor: np.ndarray | None = None, observer: SegmentObserver | None = None) -> None:
+        self._setup(JobTable(specs), cluster, scheduler, config, truth)
         self.table.set_reference_rates(self.model)
+        if rate_factor is not None:
+            factor = np.asarray(rate_factor, dtype=np.float64)
+            if factor.shape != (self.table.n,) or not (np.isfinite(factor) & (factor > 0)).all():
+                raise ValueError("rate_factor must hold one finite positive factor per job")
+            self.rate_factor = factor
+            self.table.work *= factor
+            self.table.ref_rate *= factor
+        self.observer = observer
+        if observer is not None:
+            observer.attach(self)
 
-    def _setup(self, table: JobTable, cluster: Cluster, scheduler: Scheduler, config: SimConfig | None) -> None:
+    def _setup(self, table: JobTable, cluster: Cluster, scheduler: Scheduler, config: SimConfig | None,
+               truth: ThroughputModel | None = None) -> None:
         self.cluster, self.scheduler = cluster, scheduler
-        self.model = scheduler.model
+        #: The rates jobs really run at (the scheduler's own model unless it is kept from the truth).
+        self.model = truth if truth is not None else scheduler.model
+        self.truth_hidden = truth is not None
+        self.rate_factor = np.ones(table.n)
+        self.observer: SegmentObserver | None = None
+        #: Runs placed where the truth gives no rate (only when the truth is hidden from the scheduler).
+        self.stalled_runs = 0
         self.config = config or SimConfig()
         self.table = table
         self._start: float | None = None
@@ -173,7 +217,7 @@ class Simulator:
         for r, a in assignments.items():
             t.status[r] = JobStatus.RUNNING
             t.overhead_left[r] = 0.0
-            t.rate[r] = rates.get(r) or sim._rate(a)
+            t.rate[r] = rates.get(r) or sim._job_rate(a)
         sim.assignments = dict(assignments)
         sim.shared_gpus = sum(min(int(t.num_gpus[r]), int(t.num_gpus[a.partner])) for r, a in assignments.items()
                               if a.partner is not None and r < a.partner)
@@ -347,11 +391,15 @@ class Simulator:
 
     def _decide(self, now: float) -> None:
         active = np.fromiter(self.active, dtype=np.int64, count=len(self.active))
+        if self.observer is not None:
+            self.observer.end(now, self.run_rows, True)
         c0 = time.perf_counter()
         plan = self.scheduler.decide(now, self.table, active, self.assignments)
         self.decision_seconds.append(time.perf_counter() - c0)
         self.events += 1
         self._apply(plan, now)
+        if self.observer is not None:
+            self.observer.begin(now, self.run_rows, True)
         queued = len(self.active) - len(self.assignments)
         self._timeline.append((now, self.in_use, queued, len(self.assignments)))
 
@@ -390,7 +438,7 @@ class Simulator:
         for r, a in plan.assignments.items():
             p = previous.get(r)
             if (p is not a and p != a) or r in changed or a.partner in changed:
-                t.rate[r] = self._rate(a, strategy.get(r), None if a.partner is None else strategy.get(a.partner))
+                t.rate[r] = self._job_rate(a, strategy.get(r), None if a.partner is None else strategy.get(a.partner))
             if a.partner is not None and r < a.partner:
                 shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
         self.assignments = dict(plan.assignments)
@@ -447,9 +495,19 @@ class Simulator:
             p = None if partner is None else (t.types[partner[0]], partner[1])
             rate = self.model.rate(t.types[key[0]], k, c.gpu_types[ti], consolidated, p, strategy, partner_strategy)
             if not rate > 0:
-                raise RuntimeError(f"placement gave job {t.job_id[a.row]} a placement with rate {rate}")
+                if not self.truth_hidden:
+                    raise RuntimeError(f"placement gave job {t.job_id[a.row]} a placement with rate {rate}")
+                rate = 0.0
             self._rate_cache[key] = rate
         return rate
+
+    def _job_rate(self, a: Assignment, strategy: str | None = None, partner_strategy: str | None = None) -> float:
+        """The job's own rate on ``a``: its class's true rate times its factor (a stall where that is 0)."""
+        rate = self._rate(a, strategy, partner_strategy) * self.rate_factor[a.row]
+        if rate > 0:
+            return float(rate)
+        self.stalled_runs += 1
+        return STALL_RATE
 
     def _advance(self, dt: float) -> None:
         if dt <= 0:
@@ -538,6 +596,8 @@ class Simulator:
 
     def _complete(self, rows: np.ndarray, now: float) -> None:
         t = self.table
+        if self.observer is not None:
+            self.observer.end(now, rows, False)
         for r in rows.tolist():
             t.status[r] = JobStatus.DONE
             t.finish[r] = now
@@ -548,7 +608,7 @@ class Simulator:
             del self.assignments[r]
             del self.active[r]
             self.scheduler.policy.on_finish(t, r, now)
-        self._unpair(set(rows.tolist()))
+        self._unpair(set(rows.tolist()), now)
         self.events += int(rows.size)
         self._refresh_running(rows)
         self._dependents_of(rows.tolist(), now)
@@ -558,6 +618,8 @@ class Simulator:
         or ends failed / timed out. Returns how many jobs ended."""
         t, lc = self.table, self.lifecycle
         assert lc is not None
+        if self.observer is not None:
+            self.observer.end(now, rows, False)
         final = []
         for r in rows.tolist():
             outcome = lc.end_run(r, now)
@@ -574,7 +636,7 @@ class Simulator:
                 t.finish[r] = now
                 self.scheduler.policy.on_finish(t, r, now)
                 final.append(r)
-        self._unpair(set(rows.tolist()))
+        self._unpair(set(rows.tolist()), now)
         self.events += int(rows.size)
         self._refresh_running(rows)
         self._dependents_of(final, now)
@@ -596,7 +658,7 @@ class Simulator:
                 named.setdefault(a.partner, []).append(r)
         self.named_by = named
 
-    def _unpair(self, done: set[int]) -> None:
+    def _unpair(self, done: set[int], now: float) -> None:
         """The jobs in ``done`` left their GPUs (their strategy goes); those whose partner left run alone
         now, at their own rate."""
         t = self.table
@@ -612,10 +674,15 @@ class Simulator:
                 if a is None or a.partner != d:
                     continue
                 # Alone until the next decision, still launched with the strategy it had.
+                observed = self.observer is not None and r not in done
+                if observed:
+                    self.observer.end(now, np.array([r]), False)
                 alone = Assignment(r, a.gpus, None, self.strategy.get(r, a.strategy))
                 self.assignments[r] = alone
-                t.rate[r] = self._rate(alone, alone.strategy)
+                t.rate[r] = self._job_rate(alone, alone.strategy)
                 self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
+                if observed:
+                    self.observer.begin(now, np.array([r]), False)
 
     def _result(self, wall0: float) -> SimResult:
         tl = np.array(self._timeline, dtype=np.float64).reshape(-1, 4)

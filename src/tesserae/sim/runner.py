@@ -11,6 +11,7 @@ from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
 from tesserae.core.throughput import ThroughputModel
 from tesserae.sim.engine import ProgressCallback, SimConfig, SimResult, Simulator
+from tesserae.sim.learning import prepare as prepare_learning
 from tesserae.sim.metrics import queue_summary, summarize
 
 
@@ -20,7 +21,10 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
              ) -> tuple[SimResult, dict[str, Any]]:
     """Run one configuration (up to simulated time ``until`` if given); returns the raw result and its summary."""
     tree = queue_tree(run, specs, cluster)
-    scheduler = build_scheduler(cluster, model, run, tree)
+    learning = prepare_learning(run.throughputs, specs, cluster, model, rate_noise=run.rate_noise,
+                                rate_variation=run.rate_variation, hints=run.learned_hints,
+                                explore_budget=run.explore_budget, round_seconds=run.round_seconds, seed=seed)
+    scheduler = learning.wrap(build_scheduler(cluster, learning.scheduler_model, run, tree))
     gavel_rounds = scheduler.policy.gavel_rounds if run.gavel_rounds is None else run.gavel_rounds
     if gavel_rounds and run.event_driven:
         if run.gavel_rounds:
@@ -30,7 +34,8 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
                     SimConfig(round_seconds=run.round_seconds, restart_overhead=run.restart_overhead,
                               event_driven=run.event_driven, gavel_rounds=gavel_rounds,
                               restart_cost=run.restart_cost, storage_gbps=run.storage_gbps,
-                              min_run_quantum=run.min_run_quantum, allow_thrashing=run.allow_thrashing))
+                              min_run_quantum=run.min_run_quantum, allow_thrashing=run.allow_thrashing),
+                    **learning.engine_options())
     if scheduler.queues is not None and scheduler.queues.enforce:
         sim.reject(scheduler.queues.never_runs(sim.table), "over_queue_limit")
     result = sim.run(progress, until=until)
@@ -40,4 +45,5 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
                                "no_backfill": run.no_backfill, "label": run.label})
     if scheduler.queues is not None:
         summary.update(queue_summary(result, scheduler.queues, window=window))
+    summary.update(learning.summary(sim))
     return result, summary
