@@ -50,7 +50,9 @@ def central_max_min(G: csr_matrix, h: np.ndarray, border: int = 0) -> tuple[np.n
     The last column of ``G`` is z; the start ``x`` = small equal values must be strictly feasible
     for every row whose z coefficient is 0 (true of capacity and time rows with positive bounds).
     ``border``: how many of the last rows couple the others (see the module docstring); any value
-    gives the same point, the right one only makes it faster.
+    gives the same point up to the centring's accuracy (near the optimum the factorisation gives out
+    at a t that depends on the elimination order: allocations ~1e-4 apart), the right one only makes
+    it faster. A problem's border is a function of its shape, so a run's point does not vary.
     """
     n = G.shape[1] - 1
     if n == 0:
