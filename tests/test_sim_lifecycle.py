@@ -59,6 +59,49 @@ def test_time_limits_retries_and_dependencies() -> None:
     assert summary["avg_jct"] == pytest.approx((65 + 15 + 75 + 30) / 4)  # only completed jobs have a JCT
 
 
+def test_queueing_counts_every_wait_and_jobs_that_did_not_complete_have_no_jct(tmp_path: Path) -> None:
+    """Queueing is every wait (issue 30): J1 waits 0 s before its first start but 5 + 10 s of retry
+    backoff after it; J6 waits 65 s for J1. The timed-out J0 has no JCT and no slowdown in jobs.csv
+    (as in summary.json), though it ended (its waits still count: none)."""
+    rows, summary = _run(JOBS)
+    assert rows[1]["first_start_delay"] == 0.0 and rows[1]["queueing_delay"] == pytest.approx(15.0)
+    assert rows[6]["first_start_delay"] == pytest.approx(65.0) and rows[6]["queueing_delay"] == pytest.approx(65.0)
+    assert rows[0]["outcome"] == "timed_out" and rows[0]["queueing_delay"] == pytest.approx(0.0)
+    assert math.isnan(rows[0]["jct"]) and math.isnan(rows[0]["slowdown"])
+    assert math.isnan(rows[2]["jct"]) and math.isnan(rows[3]["jct"])  # failed, cancelled
+    # Over the completed jobs J1, J4, J6, J7: every wait (15 + 5 + 65 + 0) and first-start waits (0 + 5 + 65 + 0).
+    assert summary["avg_queueing_delay"] == pytest.approx(85 / 4)
+    assert summary["avg_first_start_delay"] == pytest.approx(70 / 4)
+
+    from tesserae.sim.report import write_run
+    from tesserae.web.results import read_jobs
+
+    result, summary = simulate(JOBS, parse_cluster_spec("1x4"), DefaultModel(),
+                               RunSpec.flat(policy="fifo", round_seconds=1000, restart_overhead=0, event_driven=True))
+    write_run(tmp_path, result, summary)
+    lines = (tmp_path / "jobs.csv").read_text().splitlines()
+    header = lines[0].split(",")
+    j0 = dict(zip(header, lines[1].split(","), strict=True))
+    assert j0["job_id"] == "0" and j0["jct"] == "" and j0["slowdown"] == "" and j0["finish_time"] == "40.0"
+    jobs, _ = read_jobs(tmp_path / "jobs.csv")  # the report and the viewer read the blanks back as no value
+    assert math.isnan(jobs["jct"][0]) and jobs["queueing_delay"][1] == pytest.approx(15.0)
+
+
+def test_a_preempted_job_counts_its_wait_after_the_first_start() -> None:
+    """LAS on one GPU, 100 s rounds: J0 (1000 s) starts at 0; J1 (100 s) arrives at 50 and, with less
+    attained service, preempts J0 at the 100 s round; J0 stands stopped 100-200. Its first-start
+    wait is 0 but its queueing is 100 s; J1's is 50 s either way."""
+    run = RunSpec(policy="las", round_seconds=100, restart_overhead=0)
+    result, summary = simulate([job(0, 1000), job(1, 100, submit=50.0)], parse_cluster_spec("1x1"),
+                               DefaultModel(), run)
+    rows = {r["job_id"]: r for r in job_records(result)}
+    assert rows[0]["preemptions"] >= 1 and rows[0]["first_start_delay"] == 0.0
+    assert rows[0]["queueing_delay"] == pytest.approx(100.0)
+    assert rows[1]["first_start_delay"] == pytest.approx(50.0) and rows[1]["queueing_delay"] == pytest.approx(50.0)
+    assert summary["avg_queueing_delay"] == pytest.approx(75.0)
+    assert summary["avg_first_start_delay"] == pytest.approx(25.0)
+
+
 def test_out_of_retries_fails_and_rounds_admit_a_retry_at_the_next_round() -> None:
     rows, _ = _run([job(0, 50, failures=5, fail_after=10.0, retries=1, retry_backoff=1.0)])
     assert (rows[0]["outcome"], rows[0]["finish_time"], rows[0]["retries"]) == ("failed", pytest.approx(21.0), 1)

@@ -276,7 +276,8 @@ def compare(
 
     firsts = {(r.point.seed, r.point.load): r.summary for r in results if r.point.run == runs[0]}
     keys = ["label", "policy", "placement", "seed", "load", "completed", "rejected", "unfinished", "avg_jct",
-            "median_jct", "p95_jct", "p99_jct", "makespan", "utilization", "avg_queueing_delay", "preemptions",
+            "median_jct", "p95_jct", "p99_jct", "makespan", "utilization", "avg_queueing_delay",
+            "avg_first_start_delay", "preemptions",
             "migrations", "scheduler_seconds"]
     out.mkdir(parents=True, exist_ok=True)
     with (out / "compare.csv").open("w", newline="") as f:

@@ -24,7 +24,9 @@ def print_warnings(summaries: list[dict[str, Any]]) -> None:
 def summary_table(title: str, summaries: list[dict[str, Any]]) -> Table:
     rows = [("jobs done / rejected / unfinished", None), ("avg JCT (h)", "avg_jct"),
             ("median JCT (h)", "median_jct"), ("p95 JCT (h)", "p95_jct"), ("p99 JCT (h)", "p99_jct"),
-            ("makespan (h)", "makespan"), ("avg queueing (h)", "avg_queueing_delay"),
+            ("makespan (h)", "makespan"),
+            ("avg queueing, every wait (h)", "avg_queueing_delay"),
+            ("avg wait to first start (h)", "avg_first_start_delay"),
             ("utilization", "utilization"), ("preemptions", "preemptions"), ("migrations", "migrations"),
             ("decision time mean (ms)", "decision_seconds_mean"), ("restart cost", "restart_cost")]
     table = Table(title=title)

@@ -148,20 +148,22 @@ def _run_folder(d: Path, jobs: list[str], timeline: list[str], summary: dict) ->
 def test_explain_a_job_that_waited_for_a_full_cluster_and_was_overtaken(tmp_path: Path) -> None:
     summary = {"label": "fifo", "cluster_gpus": 4, "avg_jct": 100.0, "seed": 0, "load": None}
     jobs = ["0,big,resnet50,4,0,0,100,100,0,0,0,400,1",
-            "1,waits <b>,resnet50,4,10,100,200,190,90,1,0,400,1.9",
+            "1,waits <b>,resnet50,4,10,100,200,190,110,1,0,320,1.9",  # held 80 s of 190: waited 110 s in all
             "2,small,resnet50,1,20,50,60,40,30,0,0,10,4"]
     timeline = ["0,4,0,1", "10,4,1,1", "50,4,1,1", "100,4,0,1"]
     _run_folder(tmp_path / "fifo", jobs, timeline, summary)
-    _run_folder(tmp_path / "las", [j.replace(",100,200,190,90,", ",10,110,100,0,") for j in jobs], timeline,
+    _run_folder(tmp_path / "las", [j.replace(",100,200,190,110,", ",10,110,100,0,") for j in jobs], timeline,
                 {**summary, "label": "las", "avg_jct": 50.0})
     kind, runs = find_runs(tmp_path)
     assert kind == "compare" and [r.label for r in runs] == ["fifo", "las"]
     f = explain(runs, runs[0], 1)
-    assert f["queueing_delay"] == 90 and f["decisions_while_waiting"] == 2 and f["decisions_with_enough_free"] == 0
+    assert f["first_start_delay"] == 90 and f["waited"] == 110 and f["waited_after_start"] == 20
+    assert f["decisions_while_waiting"] == 2 and f["decisions_with_enough_free"] == 0
     assert f["overtaken_by"] == 1 and f["overtaken_smaller"] == 1 and f["preemptions"] == 1
     text = " ".join(f["sentences"])
     assert "waited 90 s" in text and "too full" in text and "2 (1 GPU)" in text and "preempted 1 time" in text
-    assert "Under las the same job waited 0 s" in text
+    assert "stood stopped 20 s in total" in text and "Every wait counted" in text and "110 s" in text
+    assert "Under las the same job waited 0 s in all" in text
     with pytest.raises(KeyError):
         explain(runs, runs[0], 99)
     table = comparison(runs)

@@ -1,4 +1,11 @@
-"""Run metrics (DESIGN §2): the summary, the per-job rows, size classes and the window."""
+"""Run metrics (DESIGN §2): the summary, the per-job rows, size classes and the window.
+
+Queueing counts every wait, not only the first: a job's queueing delay is the time between its
+submission and its end that it did not hold GPUs (before its first start, and after each preemption,
+failed run or retry backoff), ``end - submit - executed``, the runtime's ``waited_seconds``. The wait
+before the first start alone is ``first_start_delay``. JCT and slowdown are those of completed jobs
+only (a failed, timed-out or cancelled job has none), in the summary and in ``jobs.csv`` alike.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +19,7 @@ from tesserae.sim.engine import SimResult
 
 SIZE_CLASSES: list[tuple[str, int, int]] = [("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), ("9+", 9, 1 << 30)]
 JOB_COLUMNS = ["job_id", "name", "job_type", "num_gpus", "submit_time", "first_start", "finish_time", "jct",
-               "queueing_delay", "preemptions", "migrations", "gpu_seconds", "slowdown"]
+               "queueing_delay", "first_start_delay", "preemptions", "migrations", "gpu_seconds", "slowdown"]
 
 
 def _stat(values: np.ndarray, q: float | None = None) -> float | None:
@@ -39,7 +46,8 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
     rejected = int((t.status[rows] == JobStatus.REJECTED).sum())
     unfinished = int(rows.size - ended.size - rejected)
     jct = t.finish[done] - t.submit[done]
-    queueing = t.first_start[done] - t.submit[done]
+    queueing = waits(t, done)
+    first_wait = t.first_start[done] - t.submit[done]
     isolated = t.work[done] / t.ref_rate[done]
     slowdown = jct / np.maximum(isolated, 1e-9)
     if done.size:
@@ -67,6 +75,7 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
         "makespan": makespan,
         "utilization": result.busy_gpu_seconds / (gpus * makespan) if makespan > 0 else 0.0,
         "avg_queueing_delay": _stat(queueing),
+        "avg_first_start_delay": _stat(first_wait),
         "avg_slowdown": _stat(slowdown),
         "preemptions": int(t.preemptions[rows].sum()),
         "migrations": int(t.migrations[rows].sum()),
@@ -103,6 +112,11 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
     return summary
 
 
+def waits(t: JobTable, rows: np.ndarray) -> np.ndarray:
+    """Every wait of each (ended) row: the time between submission and end it held no GPUs."""
+    return np.maximum(t.finish[rows] - t.submit[rows] - t.executed[rows], 0.0)
+
+
 def has_controls(t: JobTable) -> bool:
     """Whether some job of the run has lifecycle controls (then runs report outcomes and retries)."""
     return any(s.controls is not None for s in t.specs)
@@ -110,7 +124,8 @@ def has_controls(t: JobTable) -> bool:
 
 def job_records(result: SimResult) -> list[dict[str, Any]]:
     """One row per job (every job, window or not), in job-id order; with lifecycle controls, each
-    row also says how the job ended (``outcome``) and its retries."""
+    row also says how the job ended (``outcome``) and its retries. ``jct`` and ``slowdown`` are left
+    empty (NaN) for a job that did not complete; ``queueing_delay`` (every wait) for one that did not end."""
     t = result.table
     controls = has_controls(t)
     out = []
@@ -118,7 +133,9 @@ def job_records(result: SimResult) -> list[dict[str, Any]]:
         finish = float(t.finish[r])
         first = float(t.first_start[r])
         submit = float(t.submit[r])
-        jct = finish - submit if not math.isnan(finish) else math.nan
+        ended = t.status[r] == JobStatus.DONE and not math.isnan(finish)
+        completed = ended and t.outcome[r] == Outcome.COMPLETED
+        jct = finish - submit if completed else math.nan
         out.append({
             "job_id": int(t.job_id[r]),
             "name": t.specs[r].name,
@@ -128,7 +145,8 @@ def job_records(result: SimResult) -> list[dict[str, Any]]:
             "first_start": first,
             "finish_time": finish,
             "jct": jct,
-            "queueing_delay": first - submit if not math.isnan(first) else math.nan,
+            "queueing_delay": max(finish - submit - float(t.executed[r]), 0.0) if ended else math.nan,
+            "first_start_delay": first - submit if not math.isnan(first) else math.nan,
             "preemptions": int(t.preemptions[r]),
             "migrations": int(t.migrations[r]),
             "gpu_seconds": float(t.attained[r]),
@@ -197,7 +215,7 @@ def queue_summary(result: SimResult, step: Any, window: tuple[int, int] | None =
     for q in tree.describe():
         node = tree.index(q["name"])
         mine = rows[step.in_queue(node, leaf_of[rows])]
-        done = mine[t.status[mine] == JobStatus.DONE]
+        done = mine[(t.status[mine] == JobStatus.DONE) & (t.outcome[mine] == Outcome.COMPLETED)]
         jct = t.finish[done] - t.submit[done]
         used, entitled = float(step.used_gs[node]), float(step.entitled_gs[node])
         met, borrowed = float(step.met_gs[node]), float(step.borrowed_gs[node])
@@ -207,7 +225,7 @@ def queue_summary(result: SimResult, step: Any, window: tuple[int, int] | None =
             "queue": q["name"], "path": q["path"], "leaf": q["leaf"], "guarantee": q["guarantee"],
             "borrow_limit": q["borrow_limit"], "weight": q["weight"], "jobs": int(mine.size),
             "completed": int(done.size), "avg_jct": _stat(jct), "median_jct": _stat(jct, 50),
-            "p95_jct": _stat(jct, 95), "avg_queueing_delay": _stat(t.first_start[done] - t.submit[done]),
+            "p95_jct": _stat(jct, 95), "avg_queueing_delay": _stat(waits(t, done)),
             "gpu_seconds": used, "share_of_gpu_time": share, "guaranteed_share": guaranteed,
             "share_vs_guarantee": share / guaranteed if guaranteed > 0 else None,
             "entitled_gpu_seconds": entitled, "met_gpu_seconds": met,

@@ -31,7 +31,8 @@ METRICS: tuple[tuple[str, str | None, str, bool], ...] = (
     ("jobs done / rejected / unfinished", None, "", True),
     ("avg JCT (h)", "avg_jct", "h", True), ("median JCT (h)", "median_jct", "h", True),
     ("p95 JCT (h)", "p95_jct", "h", True), ("p99 JCT (h)", "p99_jct", "h", True),
-    ("makespan (h)", "makespan", "h", True), ("avg queueing (h)", "avg_queueing_delay", "h", True),
+    ("makespan (h)", "makespan", "h", True), ("avg queueing, every wait (h)", "avg_queueing_delay", "h", True),
+    ("avg wait to first start (h)", "avg_first_start_delay", "h", True),
     ("avg slowdown", "avg_slowdown", "x", True), ("utilization", "utilization", "%", False),
     ("preemptions", "preemptions", "n", True), ("migrations", "migrations", "n", True),
     ("decision time mean (ms)", "decision_seconds_mean", "ms", True),
@@ -119,7 +120,7 @@ def timeline(run: Run) -> dict[str, Any]:
 
 def longest_waits(run: Run, n: int) -> list[dict[str, Any]]:
     j = run.jobs()
-    wait = j["first_start"] - j["submit_time"]
+    wait = j["queueing_delay"]  # every wait: a job stopped for hours after its first start counts
     ok = np.flatnonzero(np.isfinite(wait))
     top = ok[np.argsort(-wait[ok], kind="stable")[:n]]
     return [{"job_id": int(j["job_id"][k]), "gpus": int(j["num_gpus"][k]), "wait": float(wait[k])} for k in top]

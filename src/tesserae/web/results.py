@@ -220,14 +220,16 @@ def explain(runs: list[Run], run: Run, job_id: int) -> dict[str, Any]:
     facts: dict[str, Any] = {
         "job_id": job_id, "name": run.names()[i], "run": run.key, "label": run.label, "gpus": g,
         "cluster_gpus": total, "submit_time": submit, "first_start": _finite(first), "finish_time": _finite(finish),
-        "queueing_delay": (first - submit) if started else None, "jct": _finite(float(jobs["jct"][i])),
+        "first_start_delay": (first - submit) if started else None, "jct": _finite(float(jobs["jct"][i])),
+        # every wait (before the first start and after each preemption); None for a job that did not end
+        "waited": _finite(float(jobs["queueing_delay"][i])),
         "preemptions": int(jobs["preemptions"][i]) if math.isfinite(jobs["preemptions"][i]) else 0,
         "migrations": int(jobs["migrations"][i]) if math.isfinite(jobs["migrations"][i]) else 0,
         "gpu_seconds": _finite(float(jobs["gpu_seconds"][i])),
     }
     # Time stopped after the first start (preempted): JCT minus the time it held its GPUs.
-    if facts["jct"] is not None and facts["gpu_seconds"] is not None and started and g:
-        facts["waited_after_start"] = max(0.0, facts["jct"] - (first - submit) - facts["gpu_seconds"] / g)
+    if facts["waited"] is not None and started:
+        facts["waited_after_start"] = max(0.0, facts["waited"] - (first - submit))
     else:
         facts["waited_after_start"] = None
     tl = run.timeline()
@@ -265,7 +267,7 @@ def explain(runs: list[Run], run: Run, job_id: int) -> dict[str, Any]:
         if hit.size:
             k = int(hit[0])
             facts["elsewhere"].append({"run": other.key, "label": other.label,
-                                       "queueing_delay": _finite(float(oj["first_start"][k] - oj["submit_time"][k])),
+                                       "waited": _finite(float(oj["queueing_delay"][k])),
                                        "jct": _finite(float(oj["jct"][k]))})
     facts["sentences"] = sentences(facts)
     return facts
@@ -286,18 +288,18 @@ def sentences(f: dict[str, Any]) -> list[str]:
     """The explanation in words, from the facts (plain text: the page shows it as text)."""
     out: list[str] = []
     g, total = f["gpus"], f["cluster_gpus"]
-    if f["queueing_delay"] is None:
+    if f["first_start_delay"] is None:
         out.append(f"Job {f['job_id']} ({g} GPUs) never started in this run: it was rejected (larger than the "
                    "cluster, or no GPU type can run it) or still waiting when the run ended.")
-    elif f["queueing_delay"] <= 0:
+    elif f["first_start_delay"] <= 0:
         out.append(f"Job {f['job_id']} ({g} GPUs) started as soon as it arrived: it did not wait.")
     else:
-        out.append(f"Job {f['job_id']} ({g} GPU{'s' if g != 1 else ''}) waited {_h(f['queueing_delay'])} from its "
+        out.append(f"Job {f['job_id']} ({g} GPU{'s' if g != 1 else ''}) waited {_h(f['first_start_delay'])} from its "
                    f"submission (t = {_h(f['submit_time'])}) to its first start.")
     if f["queued_at_submit"]:
         out.append(f"When it arrived, {f['queued_at_submit']} job(s) were already waiting.")
     first_decision = f["first_decision_after_submit"]
-    if first_decision is not None and first_decision > f["submit_time"] and f["queueing_delay"]:
+    if first_decision is not None and first_decision > f["submit_time"] and f["first_start_delay"]:
         out.append(f"The first decision after its arrival came {_h(first_decision - f['submit_time'])} later "
                    "(decisions happen at round boundaries unless the run is event-driven).")
     n = f["decisions_while_waiting"]
@@ -320,8 +322,10 @@ def sentences(f: dict[str, Any]) -> list[str]:
         out.append(f"After it started it was preempted {f['preemptions']} time(s)"
                    + (f" and stood stopped {_h(f['waited_after_start'])} in total" if f["waited_after_start"] else "")
                    + ".")
+    if f["waited"] is not None and f["waited_after_start"]:
+        out.append(f"Every wait counted (before its first start and after each preemption): {_h(f['waited'])}.")
     if f["migrations"]:
         out.append(f"It was migrated {f['migrations']} time(s) (each costs the restart overhead).")
     for e in f["elsewhere"]:
-        out.append(f"Under {e['label']} the same job waited {_h(e['queueing_delay'])} (JCT {_h(e['jct'])}).")
+        out.append(f"Under {e['label']} the same job waited {_h(e['waited'])} in all (JCT {_h(e['jct'])}).")
     return out
