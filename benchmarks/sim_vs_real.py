@@ -103,7 +103,7 @@ def start_server(state: Path, gpus: int, policy: str, placement: str, round_seco
            str(round_seconds), "--grace-seconds", "10", "--event-driven" if event_driven else "--rounds-only",
            "--insecure-same-user"]  # the toy jobs use this checkout's Python environment
     if queues:
-        cmd += ["--queues", queues]
+        cmd += ["--tiresias-thresholds", queues]
     log = (state.parent / "server.log").open("wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env={**env, **(extra_env or {})})

@@ -122,7 +122,7 @@ def peer_command(case: Case, inputs: Path, out: str = "PEER_OUT") -> str:
 def our_command(case: Case, inputs: Path, out: str) -> list[str]:
     cmd = ["tesserae", "simulate", "--trace", str(TRACES[case.trace].path(inputs)), "--format", "tiresias",
            "--cluster", str(cluster_file(inputs, case.gpus)), "--policy", case.policy, "--placement",
-           case.placement, "--queues", QUEUES, "--promote-knob", f"{case.knob:g}", "--event-driven",
+           case.placement, "--tiresias-thresholds", QUEUES, "--promote-knob", f"{case.knob:g}", "--event-driven",
            "--restart-overhead", "0", "--round-seconds", str(NO_ROUNDS), "--out", out, "-q"]
     if case.policy == "tiresias-gittins":
         cmd[-3:-3] = ["--gittins-prior", str(PRIOR)]

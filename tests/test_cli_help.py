@@ -7,6 +7,8 @@ import re
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,3 +123,79 @@ def test_usage_errors_of_simulator_commands_are_one_line() -> None:
     assert "see 'tesserae simulate --help'" in lines[0]
     r = tesserae_process("trace", "info")
     assert r.returncode == 2 and "see 'tesserae trace info --help'" in r.stderr
+
+
+def _all_commands() -> list[tuple[str, ...]]:
+    import typer
+
+    from tesserae.cli import app
+
+    def walk(command: Any, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+        subs = getattr(command, "commands", {})
+        return [path, *(p for name, sub in subs.items() for p in walk(sub, (*path, name)))]
+
+    return walk(typer.main.get_command(app), ())
+
+
+def test_every_usage_line_and_argument_shows_no_type_placeholder() -> None:
+    """Issue 30: 'submit [OPTIONS] [-- CMD [ARGS]...]...', 'ID... <list[str]>', '--env <list[str]>'."""
+    commands = _all_commands()
+    assert ("submit",) in commands and ("hold",) in commands and ("trace", "info") in commands
+    for command in commands:
+        out = tesserae(*command, "--help").stdout
+        usage = out.splitlines()[0]
+        assert usage.startswith("Usage: tesserae"), (command, out)
+        assert "...]..." not in usage and "{" not in usage and "<" not in usage, (command, usage)
+        assert "<list[" not in out, (command, out)
+    assert tesserae("submit", "--help").stdout.startswith("Usage: tesserae submit [OPTIONS] [-- CMD [ARGS]...]\n")
+    assert tesserae("hold", "--help").stdout.startswith("Usage: tesserae hold [OPTIONS] ID...\n")
+    assert tesserae("trace", "info", "--help").stdout.startswith("Usage: tesserae trace info [OPTIONS] PATH\n")
+    assert "--env <str>" in tesserae("submit", "--help").stdout
+
+
+def test_dedicated_tiresias_flags_show_the_defaults_the_plugins_take() -> None:
+    from tesserae.placement.tiresias import DEFAULT_SKEW_THRESHOLD
+    from tesserae.scheduling._tiresias_queues import DEFAULT_PROMOTE_KNOB, DEFAULT_THRESHOLDS
+
+    assert (DEFAULT_THRESHOLDS, DEFAULT_PROMOTE_KNOB, DEFAULT_SKEW_THRESHOLD) == ((3600.0,), 0.0, 0.4)
+    for command in ("simulate", "compare", "server"):
+        out = flowed(tesserae(command, "--help").stdout)
+        assert re.search(r"--tiresias-thresholds T1,T2,\.\.\. Tiresias' priority queues .*?\(deprecated\)\. "
+                         r"\[default: 3600\]", out), (command, out)
+        assert re.search(r"--promote-knob <float range> Tiresias' starvation guard P.*?\(0 = off\)\. "
+                         r"\[default: 0; x>=0\.0\]", out), command
+        assert re.search(r"--skew-threshold <float> tiresias placement: .*? \[default: 0\.4\]", out), command
+        assert "--queues " not in out  # the deprecated name is hidden, only named as the former one
+
+
+def test_trace_seed_out_and_run_help_say_what_they_do() -> None:
+    seed = flowed(tesserae("trace", "info", "--help").stdout)
+    assert "--seed <int> Seed that draws the job types a trace does not give: a Philly trace's" in seed
+    assert "a Slurm dump's jobs whose name is no job type; the other formats ignore it." in seed
+    assert "generated" not in seed
+    assert "report.html" in flowed(tesserae("simulate", "--help").stdout).split("--out <path>")[1].split("--")[0]
+    compare = flowed(tesserae("compare", "--help").stdout)
+    assert "report.html" in compare.split("--out <path>")[1].split("--run")[0]
+    run_help = compare.split("--run RUN")[1].split("--trace")[0]
+    assert f"POLICY: {', '.join(policy_names())}. PLACEMENT: {', '.join(placement_names())}." in run_help
+
+
+def test_queues_is_a_deprecated_name_of_tiresias_thresholds(tmp_path: Path) -> None:
+    """--queues (Tiresias' thresholds) read as the tenant queues of --queue-config: renamed, still taken."""
+    from tesserae.cli_options import parse_queues
+
+    assert parse_queues("500,5000") == (500.0, 5000.0) and parse_queues(None) is None
+    with pytest.raises(InputError, match="deprecated name of --tiresias-thresholds: give one"):
+        parse_queues("500", "600")
+    with pytest.raises(InputError) as e:
+        parse_queues("5,1")
+    assert e.value.field == "tiresias-thresholds"
+    common = ["--jobs", "20", "--cluster", "2x4", "--policy", "tiresias-las", "-q"]
+    old = tesserae_process("simulate", "--queues", "500,5000", *common, "--out", str(tmp_path / "old"))
+    new = tesserae_process("simulate", "--tiresias-thresholds", "500,5000", *common, "--out", str(tmp_path / "new"))
+    assert old.returncode == 0 and new.returncode == 0, old.stderr + new.stderr
+    assert "warning: --queues is deprecated: it is --tiresias-thresholds" in old.stderr
+    assert "deprecated" not in new.stderr
+    assert (tmp_path / "old" / "jobs.csv").read_text() == (tmp_path / "new" / "jobs.csv").read_text()
+    assert tesserae_process("simulate", *common, "--out", str(tmp_path / "default")).returncode == 0
+    assert (tmp_path / "default" / "jobs.csv").read_text() != (tmp_path / "new" / "jobs.csv").read_text()

@@ -115,7 +115,8 @@ def test_cli_option_errors_are_one_line_naming_plugin_and_key(tmp_path: Path) ->
 
 
 def test_compare_gives_the_sugar_to_the_runs_that_take_it(tmp_path: Path) -> None:
-    r = tesserae("compare", "--run", "fifo", "--run", "tiresias-las:tesserae+packing", "--queues", "500,5000",
+    r = tesserae("compare", "--run", "fifo", "--run", "tiresias-las:tesserae+packing",
+                 "--tiresias-thresholds", "500,5000",
                  "--placement-opt", "tesserae.pack_threshold=0.5", "--jobs", "30", "--cluster", "2x4", "-q",
                  "--out", str(tmp_path))
     assert r.returncode == 0, r.stderr

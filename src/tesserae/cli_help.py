@@ -3,7 +3,12 @@
 - ``TesseraeCommand`` / ``TesseraeGroup`` (the ``cls`` of every command and group) turn click usage
   errors into an InputError, which ``tesserae.cli.main`` prints as one line with exit status 2, and
   fill in ``--help``: the placeholders ``{policies}``, ``{server_policies}``, ``{oracles}`` and
-  ``{placements}`` in an option's help become the registered names. (The Typer apps use click's
+  ``{placements}`` in an option's help become the registered names. A dedicated plug-in flag
+  whose own default is "not given" (``--tiresias-thresholds``, ``--promote-knob``,
+  ``--skew-threshold``) shows the default the built-in plug-in then takes. An argument shows its
+  metavar or its name in capitals, once (``ID...``, not ``ID... <list[str]>``; ``[-- CMD [ARGS]...]``
+  in the usage line, not ``[-- CMD [ARGS]...]...``), a repeatable option its element type
+  (``--env <str>``). (The Typer apps use click's
   plain help layout, ``rich_markup_mode=None``: it wraps every line at any terminal width and
   shows flags without a ``<bool>`` type, where Rich's panels cut words off once a command has
   many options.)
@@ -16,6 +21,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError
 from importlib.metadata import version as package_version
@@ -45,6 +51,28 @@ _NAME_LISTS: dict[str, Callable[[], list[str]]] = {
     "{oracles}": lambda: sorted(set(policy_names()) - set(policy_names(include_oracles=False))),
     "{placements}": placement_names,
 }
+
+
+def _plugin_default(name: str) -> str:
+    """The default a built-in plug-in gives its option ``name`` (read only when help is shown)."""
+    if name == "tiresias_thresholds":
+        from tesserae.scheduling._tiresias_queues import DEFAULT_THRESHOLDS
+
+        return ",".join(f"{t:g}" for t in DEFAULT_THRESHOLDS)
+    if name == "promote_knob":
+        from tesserae.scheduling._tiresias_queues import DEFAULT_PROMOTE_KNOB
+
+        return f"{DEFAULT_PROMOTE_KNOB:g}"
+    if name == "skew_threshold":
+        from tesserae.placement.tiresias import DEFAULT_SKEW_THRESHOLD
+
+        return f"{DEFAULT_SKEW_THRESHOLD:g}"
+    raise KeyError(name)
+
+
+#: The dedicated flags (by parameter name) that ``_plugin_default`` knows.
+PLUGIN_DEFAULTS = ("tiresias_thresholds", "promote_knob", "skew_threshold")
+_LIST_TYPE = re.compile(r"<list\[([^\]]+)\]>")
 
 
 def _is_usage_error(e: BaseException) -> bool:
@@ -87,8 +115,46 @@ def _one_line(ctx: Any, e: Any) -> InputError:
     return InputError(f"{' '.join(e.format_message().split())} (see '{ctx.command_path} --help')")
 
 
+def _argument_label(param: Any) -> str:
+    return param.metavar or param.name.upper() + ("..." if param.nargs != 1 else "")
+
+
+def _with_default(text: str, default: str) -> str:
+    """Help text with ``default: X`` first in its closing ``[...]`` (as click puts it), or a new one."""
+    if text.endswith("]") and "  [" in text:
+        head, _, extra = text.rpartition("  [")
+        return f"{head}  [default: {default}; {extra}"
+    return f"{text}  [default: {default}]"
+
+
 class TesseraeCommand(_Polished, TyperCommand):
-    pass
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                label = _argument_label(param)
+                pieces.append(label if param.required else f"[{label}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        args, opts = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            name, text = record
+            if param.param_type_name == "argument":
+                args.append((_argument_label(param), text))
+            else:
+                if param.name in PLUGIN_DEFAULTS and param.default is None:
+                    text = _with_default(text, _plugin_default(param.name))
+                opts.append((_LIST_TYPE.sub(r"<\1>", name), text))
+        for title, rows in (("Arguments", args), ("Options", opts)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 class TesseraeGroup(_Polished, TyperGroup):

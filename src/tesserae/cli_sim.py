@@ -16,7 +16,16 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from tesserae.cli_help import PlacementOpt, PolicyOpt, TesseraeCommand, complete_placement
-from tesserae.cli_options import PlacementOptionsOpt, PolicyOptionsOpt, parse_plugin_options, parse_queues
+from tesserae.cli_options import (
+    KnobOpt,
+    OldQueuesOpt,
+    PlacementOptionsOpt,
+    PolicyOptionsOpt,
+    SkewOpt,
+    ThresholdsOpt,
+    parse_plugin_options,
+    parse_queues,
+)
 from tesserae.cli_render import console, err
 from tesserae.cli_sim_options import (
     ClusterOpt,
@@ -27,7 +36,6 @@ from tesserae.cli_sim_options import (
     GittinsIndexOpt,
     HintsOpt,
     JobsOpt,
-    KnobOpt,
     LoadOpt,
     MixOpt,
     NoBackfillOpt,
@@ -39,14 +47,12 @@ from tesserae.cli_sim_options import (
     ProfileOpt,
     QuantumOpt,
     QueueConfigOpt,
-    QueuesOpt,
     QuietOpt,
     QuotasOpt,
     ResetOpt,
     RestartCostOpt,
     RoundOpt,
     SeedOpt,
-    SkewOpt,
     StorageOpt,
     StrategyChoiceOpt,
     ThrashOpt,
@@ -118,14 +124,16 @@ def _run_dir_name(label: str) -> str:
 
 
 def simulate(
-    out: Annotated[Path, typer.Option("--out", help="Output folder (summary.json, jobs.csv, timeline.csv).")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder: report.html (opens with no server), "
+                                      "summary.json, jobs.csv, timeline.csv (and queues.csv with tenant queues).")],
     trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
     jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
     profile: ProfileOpt = None,
     policy: PolicyOpt = "fifo", placement: PlacementOpt = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
-    event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
-    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, gittins_index: GittinsIndexOpt = None,
+    event_driven: EventOpt = False, packing: PackingOpt = False, tiresias_thresholds: ThresholdsOpt = None,
+    queues: OldQueuesOpt = None, promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None,
+    gittins_index: GittinsIndexOpt = None,
     skew_threshold: SkewOpt = None, policy_opt: PolicyOptionsOpt = None, placement_opt: PlacementOptionsOpt = None,
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False, gavel_reset_interval: ResetOpt = None,
     gavel_lp: GavelLpOpt = None, gavel_rounds: GavelRoundsOpt = None, restart_cost: RestartCostOpt = "fixed",
@@ -152,7 +160,7 @@ def simulate(
                   learned_hints=learned_hints)
     run = with_options(run, policy=parse_plugin_options(policy_opt, "policy-opt"),
                        placement=parse_plugin_options(placement_opt, "placement-opt"),
-                       **shared_options(queues=parse_queues(queues), promote_knob=promote_knob,
+                       **shared_options(queues=parse_queues(tiresias_thresholds, queues), promote_knob=promote_knob,
                                         gittins_prior=gittins_prior, gittins_index=gittins_index,
                                         gavel_reset_interval=gavel_reset_interval, gavel_lp=gavel_lp,
                                         skew_threshold=skew_threshold, type_matching=type_matching,
@@ -184,18 +192,21 @@ def simulate(
 
 
 def compare(
-    out: Annotated[Path, typer.Option("--out", help="Output folder: one subfolder per run, compare.csv, PNGs.")],
+    out: Annotated[Path, typer.Option("--out", help="Output folder: report.html (every run, opens with no "
+                                      "server), compare.csv, jct_cdf.png, timeline.png, one subfolder per run.")],
     run: Annotated[list[str], typer.Option("--run", metavar="RUN", help="A configuration, "
                                            "POLICY[(no-backfill)|(plain)][:PLACEMENT] with an optional +packing, "
-                                           "e.g. las:tesserae+packing; repeat.")],
+                                           "e.g. las:tesserae+packing; repeat. POLICY: {policies}. PLACEMENT: "
+                                           "{placements}.")],
     trace: TraceOpt = None, format: FormatOpt = "canonical", cluster: ClusterOpt = "16x4",
     jobs: JobsOpt = 500, load: LoadOpt = 0.8, gpu_mix: MixOpt = "gavel", seed: SeedOpt = 0,
     profile: ProfileOpt = None,
     placement: Annotated[str, typer.Option("--placement", help="Placement of the runs that name none: "
                                            "{placements}.", autocompletion=complete_placement)] = "consolidated",
     round_seconds: RoundOpt = 300.0, restart_overhead: OverheadOpt = 30.0, no_backfill: NoBackfillOpt = False,
-    event_driven: EventOpt = False, packing: PackingOpt = False, queues: QueuesOpt = None,
-    promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None, gittins_index: GittinsIndexOpt = None,
+    event_driven: EventOpt = False, packing: PackingOpt = False, tiresias_thresholds: ThresholdsOpt = None,
+    queues: OldQueuesOpt = None, promote_knob: KnobOpt = None, gittins_prior: PriorOpt = None,
+    gittins_index: GittinsIndexOpt = None,
     skew_threshold: SkewOpt = None, policy_opt: PolicyOptionsOpt = None, placement_opt: PlacementOptionsOpt = None,
     measure_jobs: WindowOpt = None, quiet: QuietOpt = False,
     seeds: Annotated[str | None, typer.Option("--seeds", help="Sweep: comma-separated seeds (overrides --seed).")]
@@ -237,7 +248,8 @@ def compare(
                    rate_noise=rate_noise, rate_variation=rate_variation, learned_hints=learned_hints)
     given = {"policy": parse_plugin_options(policy_opt, "policy-opt"),
              "placement": parse_plugin_options(placement_opt, "placement-opt"),
-             **shared_options(queues=parse_queues(queues), promote_knob=promote_knob, gittins_prior=gittins_prior,
+             **shared_options(queues=parse_queues(tiresias_thresholds, queues), promote_knob=promote_knob,
+                              gittins_prior=gittins_prior,
                               gittins_index=gittins_index, gavel_reset_interval=gavel_reset_interval,
                               gavel_lp=gavel_lp, skew_threshold=skew_threshold, type_matching=type_matching,
                               strategy_choice=strategy_choice)}

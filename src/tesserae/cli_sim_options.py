@@ -1,9 +1,11 @@
 """The options ``simulate`` and ``compare`` share, and their parsing (one place, one message).
 
-The dedicated plug-in flags (``--queues``, ``--promote-knob``, ``--gittins-prior``, ``--gittins-index``,
-``--gavel-reset-interval``, ``--gavel-lp``, ``--skew-threshold``, ``--type-matching``,
-``--strategy-choice``) are sugar for the plug-in option of the same name: ``shared_options`` hands
-them to ``tesserae.config.with_options``, which gives each to the plug-ins that declare it.
+The dedicated plug-in flags (``--tiresias-thresholds``, formerly ``--queues``; ``--promote-knob``,
+``--gittins-prior``, ``--gittins-index``, ``--gavel-reset-interval``, ``--gavel-lp``,
+``--skew-threshold``, ``--type-matching``, ``--strategy-choice``; the Tiresias ones live in
+:mod:`tesserae.cli_options`, shared with the server) are sugar for the plug-in option of the same
+name: ``shared_options`` hands them to ``tesserae.config.with_options``, which gives each to the
+plug-ins that declare it.
 """
 
 from __future__ import annotations
@@ -43,14 +45,9 @@ NoBackfillOpt = Annotated[bool, typer.Option("--no-backfill", help="Stop at the 
 EventOpt = Annotated[bool, typer.Option("--event-driven", help="Also decide at arrivals, completions, "
                                         "demotions and promotions.")]
 PackingOpt = Annotated[bool, typer.Option("--packing", help="Let pairs of jobs share GPUs.")]
-QueuesOpt = Annotated[str | None, typer.Option("--queues", help="Tiresias queue thresholds (GPU-s), "
-                                               "comma-separated, e.g. 3250,7200.")]
-KnobOpt = Annotated[float | None, typer.Option("--promote-knob", min=0.0, help="Tiresias starvation "
-                                               "guard P (0 = off).")]
 PriorOpt = Annotated[str | None, typer.Option("--gittins-prior", help="File of job GPU-times for Gittins.")]
 GittinsIndexOpt = Annotated[str | None, typer.Option("--gittins-index", help="tiresias (Tiresias' simulator's "
                                                      "index, the default) or paper (the definition).")]
-SkewOpt = Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew threshold.")]
 UnprofiledOpt = Annotated[str, typer.Option("--unprofiled-jobs", help="A trace's job that the profile cannot "
                                             "simulate (an unknown job type, an unmeasured GPU count): 'refuse' (an "
                                             "error naming the file, line and field), 'generic' (a type the "

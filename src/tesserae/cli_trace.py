@@ -14,9 +14,10 @@ from tesserae.cli_help import TesseraeCommand, TesseraeGroup
 from tesserae.cli_render import console
 from tesserae.cli_sim_options import FormatOpt, ProfileOpt, UnprofiledOpt
 
-#: A trace's seed draws only the job types of a Philly trace (its rows name no model); nothing is generated.
-TraceSeedOpt = Annotated[int, typer.Option("--seed", help="Seed that draws the job types of a Philly trace (its "
-                                           "rows name no model); other formats ignore it.")]
+#: A trace's seed draws only the job types the trace does not give; nothing is generated.
+TraceSeedOpt = Annotated[int, typer.Option("--seed", help="Seed that draws the job types a trace does not give: "
+                                           "a Philly trace's (its rows name no model) and a Slurm dump's jobs whose "
+                                           "name is no job type; the other formats ignore it.")]
 
 trace_app = typer.Typer(cls=TesseraeGroup, no_args_is_help=True, rich_markup_mode=None,
                         help="Read, convert and describe traces.")

@@ -167,7 +167,7 @@ def test_the_client_configuration_file_refuses_unknown_keys(tmp_path: Path, text
     (["--executor", "slurm"], "--executor slurm needs --slurm-partition NAME"),
     (["--virtual-gpus", "2", "--slurm-partition", "gpu"], "--slurm-partition goes with --executor slurm"),
     (["--virtual-gpus", "2", "--master-ports", "29500-29599"], "--master-ports goes with --executor ray or slurm"),
-    (["--virtual-gpus", "2", "--queues", "5,1"], "increasing"),
+    (["--virtual-gpus", "2", "--tiresias-thresholds", "5,1"], "increasing"),
 ])
 def test_server_refuses_bad_options(tmp_path: Path, args: list[str], needle: str, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:

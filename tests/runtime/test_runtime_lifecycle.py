@@ -15,7 +15,7 @@ from tesserae.runtime.launch import procs
 def test_preempt_resume_complete_loses_no_progress(tmp_path: Path, servers: Callable[..., Server]) -> None:
     # One GPU, Tiresias 2D-LAS with a 2 GPU-s first queue: the long job is demoted after 2 s of
     # service (policy state that must survive from round to round), so a newcomer preempts it.
-    s = servers(tmp_path / "state", "--queues", "2", gpus=1, policy="tiresias-las", round_seconds=1.0)
+    s = servers(tmp_path / "state", "--tiresias-thresholds", "2", gpus=1, policy="tiresias-las", round_seconds=1.0)
     long_job = s.submit(toy(100, 0.05), iterations=100, name="long")
     wait_for(lambda: s.job(long_job)["executed_seconds"] >= 2.5, 20, 0.05, "the long job to pass 2 GPU-s")
     short_job = s.submit(toy(15, 0.05), iterations=15, name="short")

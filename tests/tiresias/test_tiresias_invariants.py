@@ -102,7 +102,7 @@ def test_cli_simulate_with_tiresias_options(tmp_path: Path, shared_data: Path) -
     out = tmp_path / "run"
     r = subprocess.run([sys.executable, "-m", "tesserae.cli", "simulate", "--trace",
                         str(shared_data / "tiresias" / "60_job.csv"), "--format", "tiresias", "--cluster", "4x4",
-                        "--policy", "tiresias-gittins", "--placement", "tiresias", "--queues", "300,3000",
+                        "--policy", "tiresias-gittins", "--placement", "tiresias", "--tiresias-thresholds", "300,3000",
                         "--promote-knob", "2", "--gittins-prior", str(shared_data / "tiresias" / "yarn-gput1000.csv"),
                         "--gittins-index", "paper", "--skew-threshold", "0.5", "--event-driven", "--out", str(out),
                         "-q"],

@@ -79,7 +79,7 @@ def check_knob(promote_knob: float | None) -> float:
 
 
 class QueuesOptions(PluginOptions):
-    """The queues of Tiresias' policies (``--queues``, ``--promote-knob``)."""
+    """The queues of Tiresias' policies (``--tiresias-thresholds``, ``--promote-knob``)."""
 
     queues: FloatList | None = Field(None, description="queue thresholds in attained GPU-seconds, increasing "
                                      "(K thresholds make K+1 queues; default 3600)")

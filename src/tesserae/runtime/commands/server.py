@@ -16,7 +16,16 @@ import typer
 
 from tesserae.cli_help import PlacementOpt, ServerPolicyOpt
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
-from tesserae.cli_options import PlacementOptionsOpt, PolicyOptionsOpt, parse_plugin_options, parse_queues
+from tesserae.cli_options import (
+    KnobOpt,
+    OldQueuesOpt,
+    PlacementOptionsOpt,
+    PolicyOptionsOpt,
+    SkewOpt,
+    ThresholdsOpt,
+    parse_plugin_options,
+    parse_queues,
+)
 
 if TYPE_CHECKING:
     from tesserae.runtime.api.app import AppExtension
@@ -67,14 +76,13 @@ def server(
     packing: Annotated[bool, typer.Option("--packing", help="Let pairs of jobs share GPUs.")] = False,
     no_backfill: Annotated[bool, typer.Option("--no-backfill", help="Stop at the first job that does not "
                                               "fit.")] = False,
-    queues: Annotated[str | None, typer.Option("--queues", help="Tiresias queue thresholds (GPU-s).")] = None,
-    promote_knob: Annotated[float | None, typer.Option("--promote-knob", min=0.0, help="Tiresias "
-                                                       "starvation guard P.")] = None,
+    tiresias_thresholds: ThresholdsOpt = None,
+    queues: OldQueuesOpt = None,
+    promote_knob: KnobOpt = None,
     gittins_prior: Annotated[str | None, typer.Option("--gittins-prior", help="File of job GPU-times.")] = None,
     gittins_index: Annotated[str | None, typer.Option("--gittins-index", help="tiresias (default) or "
                                                       "paper.")] = None,
-    skew_threshold: Annotated[float | None, typer.Option("--skew-threshold", help="Tiresias placement skew "
-                                                         "threshold.")] = None,
+    skew_threshold: SkewOpt = None,
     policy_opt: PolicyOptionsOpt = None,
     placement_opt: PlacementOptionsOpt = None,
     profile: Annotated[str | None, typer.Option("--profile", help="Throughput profile.")] = None,
@@ -126,7 +134,7 @@ def server(
                   no_backfill=no_backfill, event_driven=event_driven)
     run = with_options(run, policy=parse_plugin_options(policy_opt, "policy-opt"),
                        placement=parse_plugin_options(placement_opt, "placement-opt"),
-                       shared_policy={"queues": parse_queues(queues), "promote_knob": promote_knob,
+                       shared_policy={"queues": parse_queues(tiresias_thresholds, queues), "promote_knob": promote_knob,
                                       "gittins_prior": gittins_prior, "gittins_index": gittins_index},
                        shared_placement={"skew_threshold": skew_threshold})
     serve(ServerOptions(state=state, run=run, executor=executor, ray_address=ray_address, ray_lease=ray_lease,
