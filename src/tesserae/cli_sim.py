@@ -236,6 +236,7 @@ def compare(
     from tesserae.config import RunSpec, build_scheduler, parse_run_label, with_options
     from tesserae.sim.plots import plot_jct_cdf, plot_timeline
     from tesserae.sim.report import write_run_files
+    from tesserae.sim.seed_spread import sweep_rows, write_sweep_csv
     from tesserae.sim.sweep import SweepPoint, run_sweep
     from tesserae.sim.workload import WorkloadSpec
     from tesserae.web.report import write_report
@@ -316,6 +317,9 @@ def compare(
     console.print(summary_table(f"{title} on {cl.describe()} ({model.name}{'' if model.measured else ', a model'})",
                                  [r.summary for r in shown]))
     if sweep:
-        console.print(sweep_table(runs, results, seed_list, load_list))
-    console.print(f"wrote {out}/compare.csv, jct_cdf.png, timeline.png, report.html and one folder per run "
+        spread = sweep_rows(runs, results, load_list)
+        write_sweep_csv(out / "sweep.csv", spread)
+        console.print(sweep_table(spread, len(seed_list)))
+    console.print(f"wrote {out}/compare.csv,{' sweep.csv,' if sweep else ''} jct_cdf.png, timeline.png, report.html "
+                  "and one folder per run "
                   f"(tesserae view {out})")

@@ -84,22 +84,23 @@ def queue_table(summary: dict[str, Any]) -> Table:
     return table
 
 
-def sweep_table(runs: list[Any], results: list[Any], seeds: list[int], loads: list[float | None]) -> Table:
-    """Average JCT per configuration and load, mean over seeds, with its ratio to the first configuration."""
-    table = Table(title=f"average JCT (h), mean over {len(seeds)} seed(s)")
-    table.add_column("configuration")
-    for ld in loads:
-        table.add_column(f"load {ld}" if ld is not None else "trace", justify="right")
-    base: dict[float | None, float] = {}
-    for r in runs:
-        cells = []
-        for ld in loads:
-            vals = [x.summary["avg_jct"] for x in results if x.point.run == r and x.point.load == ld
-                    and x.summary["avg_jct"] is not None]
-            mean = sum(vals) / len(vals) if vals else None
-            if r == runs[0] and mean:
-                base[ld] = mean
-            cells.append("-" if mean is None else f"{mean / 3600:.2f}" + (
-                f" ({mean / base[ld]:.2f}x)" if r != runs[0] and base.get(ld) else ""))
-        table.add_row(r.label, *cells)
+def sweep_table(rows: list[dict[str, Any]], seeds: int) -> Table:
+    """Average JCT per configuration and load over the seeds: mean, sd, 95% interval of the mean, and
+    the paired ratio to the first configuration with its interval (``tesserae.sim.seed_spread``)."""
+    table = Table(title=f"average JCT (h) over {seeds} seed(s): mean, sd, 95% interval (Student's t); "
+                        "x first: geometric mean of the per-seed ratios, 95% interval")
+    for col in ("configuration", "load", "seeds", "mean", "sd", "95% interval", "x first", "x first 95%"):
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+
+    def h(v: float | None) -> str:
+        return "-" if v is None else f"{v / 3600:.2f}"
+
+    def x(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}x"
+
+    for r in rows:
+        ci = "-" if r["ci_low"] is None else f"[{h(r['ci_low'])}, {h(r['ci_high'])}]"
+        rci = "-" if r["ratio_low"] is None else f"[{r['ratio_low']:.2f}, {r['ratio_high']:.2f}]"
+        table.add_row(escape(r["label"]), "trace" if r["load"] is None else f"{r['load']:g}", str(r["seeds"]),
+                      h(r["mean"]), h(r["sd"]), ci, x(r["ratio"]), rci)
     return table
