@@ -69,7 +69,7 @@ from tesserae.cli_sim_options import (
     parse_window,
     shared_options,
 )
-from tesserae.cli_tables import print_warnings, queue_table, summary_table, sweep_table
+from tesserae.cli_tables import print_fitted, print_warnings, queue_table, summary_tables, sweep_table
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.restart import DEFAULT_STORAGE_GBPS
@@ -182,9 +182,10 @@ def simulate(
     write_run(out, result, summary)
     write_report(out)
     print_warnings([summary])
-    console.print(summary_table(f"{run.label} on {cl.describe()} ({model.name})", [summary]))
+    for table in summary_tables(f"{run.label} on {cl.describe()} ({model.name})", [summary], console.width):
+        console.print(table)
     if "queues" in summary:
-        console.print(queue_table(summary))
+        print_fitted(console, queue_table(summary, console.width))
     queue_csv = " queues.csv," if "queues" in summary else ""
     console.print(f"wrote {out}/summary.json, jobs.csv, timeline.csv,{queue_csv} report.html  "
                   f"(wall {_wall_seconds():.1f} s, "
@@ -314,12 +315,13 @@ def compare(
     write_report(out)
     print_warnings([r.summary for r in results])
     title = f"{wl.describe() if not sweep else 'seed ' + str(first_point[0]) + ', load ' + str(first_point[1])}"
-    console.print(summary_table(f"{title} on {cl.describe()} ({model.name}{'' if model.measured else ', a model'})",
-                                 [r.summary for r in shown]))
+    for table in summary_tables(f"{title} on {cl.describe()} ({model.name}{'' if model.measured else ', a model'})",
+                                [r.summary for r in shown], console.width):
+        console.print(table)
     if sweep:
         spread = sweep_rows(runs, results, load_list)
         write_sweep_csv(out / "sweep.csv", spread)
-        console.print(sweep_table(spread, len(seed_list)))
+        print_fitted(console, sweep_table(spread, len(seed_list), console.width))
     console.print(f"wrote {out}/compare.csv,{' sweep.csv,' if sweep else ''} jct_cdf.png, timeline.png, report.html "
                   "and one folder per run "
                   f"(tesserae view {out})")

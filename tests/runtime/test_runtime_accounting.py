@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -11,6 +12,7 @@ from rt_helpers import PY, Server
 from test_runtime_cli import one_line_error, run_here
 
 from tesserae.core.errors import InputError
+from tesserae.runtime.commands import common
 from tesserae.runtime.commands.job_fields import parse_time
 from tesserae.runtime.store import accounting
 from tesserae.runtime.store.database import Store
@@ -90,6 +92,12 @@ def test_jobs_fields_window_usage_and_tail(tmp_path: Path, servers: Callable[...
     assert by_user["bob"]["gpu_hours"] == pytest.approx(jobs[theirs]["gpu_hours"], abs=1e-5)
     assert [u["user"] for u in json.loads(cli("usage", "--json", who=bob_env))["users"]] == ["bob"]
     assert "total" in cli("usage", "--since", "1d") and "GPU-hours from" in cli("usage")
+    for columns in (80, 160):  # issue 30: the span, as the table's title, wrapped at the table's width
+        monkeypatch.setattr(common.console, "_width", columns)  # a terminal this wide (COLUMNS is read once)
+        out = cli("usage", "--since", "1d").splitlines()
+        assert re.fullmatch(r"GPU-hours from \d{4}-\d\d-\d\d \d\d:\d\d:\d\d to now", out[0]), out
+        assert out[1].split() == ["USER", "JOBS", "GPU-HOURS", "CPU-HOURS"] and out[-1].split()[0] == "total", out
+        assert max(map(len, out)) <= columns
 
     assert cli("logs", str(mine), "--tail", "2") == "line 4\n" + next(
         line for line in s.client().get(f"/v1/jobs/{mine}/logs").text.splitlines(keepends=True)[-1:])

@@ -3,6 +3,7 @@ through the checkpoint/resume path, the queue API and commands, and /metrics."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +11,8 @@ from pathlib import Path
 import pytest
 from rt_helpers import Server, toy, wait_for
 from test_runtime_cli import one_line_error, run_here
+
+from tesserae.runtime.commands import common
 
 CONFIG = """\
 queues:
@@ -147,8 +150,14 @@ def test_predicted_start_show_jobs_and_what_if(servers, tmp_path: Path, monkeypa
     env = s.env()
     p = run_here(["show", str(second)], env, monkeypatch, capsys)
     assert p.returncode == 0 and "predicted start" in p.stdout and "predicted finish" in p.stdout
-    p = run_here(["jobs"], env, monkeypatch, capsys)
-    assert "STARTS" in p.stdout and "ENDS" in p.stdout
+    for columns in (80, 160):  # issue 30: at 80 columns the table was cut to '...' and 'runni...'
+        monkeypatch.setattr(common.console, "_width", columns)  # a terminal this wide (COLUMNS is read once)
+        p = run_here(["jobs"], env, monkeypatch, capsys)
+        lines = p.stdout.splitlines()
+        assert max(len(line) for line in lines) <= columns, p.stdout
+        assert re.match(r"ID +NAME .*STATE +GPUS .*STARTS +ENDS *$", lines[0]), p.stdout
+        assert "running" in p.stdout and "queued" in p.stdout and "in " in p.stdout, p.stdout
+        assert ("left out at 80 columns" in p.stdout) == (columns == 80), p.stdout
     r = s.client().post("/v1/what-if", json={"policy": "las"})
     assert r.status_code == 200, r.text
     doc = r.json()

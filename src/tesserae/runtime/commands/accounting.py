@@ -8,8 +8,9 @@ import json
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
+from tesserae.cli_fit import Col, print_table
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.runtime.commands.common import client, console
 from tesserae.runtime.commands.job_fields import TIME_HELP, local_time, window
@@ -37,11 +38,10 @@ def usage(
         return
     start = local_time(doc["since"]) if doc["since"] is not None else "the beginning"
     span = f"{start} to {local_time(doc['until']) if doc['until'] is not None else 'now'}"
-    table = Table(box=None, pad_edge=False, title=f"GPU-hours from {span}", title_justify="left")
-    for col in ("USER", "JOBS", "GPU-HOURS", "CPU-HOURS"):
-        table.add_column(col, justify="left" if col == "USER" else "right")
-    for u in doc["users"]:
-        table.add_row(u["user"], str(u["jobs"]), f"{u['gpu_hours']:.3f}", f"{u['cpu_hours']:.3f}")
-    table.add_row("total", str(doc["total_jobs"]), f"{doc['total_gpu_hours']:.3f}", f"{doc['total_cpu_hours']:.3f}",
-                  style="bold")
-    console.print(table)
+    # The span is a line of its own: as the table's title it was wrapped to the (narrow) table's width.
+    console.print(f"GPU-hours from {span}", highlight=False, soft_wrap=True)
+    rows = [[u["user"], str(u["jobs"]), f"{u['gpu_hours']:.3f}", f"{u['cpu_hours']:.3f}"] for u in doc["users"]]
+    total = ["total", str(doc["total_jobs"]), f"{doc['total_gpu_hours']:.3f}", f"{doc['total_cpu_hours']:.3f}"]
+    rows.append([Text(cell, style="bold") for cell in total])
+    print_table(console, [Col("USER", wrap=True, min_width=8), Col("JOBS", "right"), Col("GPU-HOURS", "right"),
+                          Col("CPU-HOURS", "right", priority=1)], rows)

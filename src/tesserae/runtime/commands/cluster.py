@@ -6,8 +6,8 @@ import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
+from tesserae.cli_fit import Col, print_table
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.runtime.commands.common import client, console, duration
 
@@ -30,23 +30,21 @@ def cluster(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
     console.print(f"[bold]{info['gpus_in_use']}/{info['gpus_total']} GPUs in use[/] ({info['cluster']}, "
                   f"{info['gpu_source']}); policy {info['policy']}, placement {info['placement']}, rounds of "
                   f"{info['round_seconds']:g} s; jobs: {counts or 'none'}", highlight=False)
-    table = Table(box=None, pad_edge=False)
-    for col in ("GPU", "TYPE", "DEVICE", "JOBS"):
-        table.add_column(col)
+    gpu_rows = []
     for g in info["gpus"]:
         jobs_text = ", ".join(f"{j['job']} ({j['user']}{', ' + j['phase'] if j['phase'] != 'running' else ''})"
                               for j in g["jobs"]) or "-"
-        table.add_row(str(g["id"]), g["type"], g["device"], jobs_text)
-    console.print(table)
+        gpu_rows.append([str(g["id"]), g["type"], g["device"], jobs_text])
+    print_table(console, [Col("GPU", "right"), Col("TYPE"), Col("DEVICE", priority=1),
+                          Col("JOBS", wrap=True, min_width=16)], gpu_rows)
     queue = info.get("queue") or []
     console.print(f"[bold]queue[/]: {len(queue)} waiting" + ("" if queue else " (empty)"), highlight=False)
     if queue:
-        waiting = Table(box=None, pad_edge=False)
-        for col in ("#", "ID", "NAME", "USER", "STATE", "GPUS", "WAITED", "WHY"):
-            waiting.add_column(col, justify="right" if col in ("#", "ID", "GPUS") else "left")
-        for j in queue[:MAX_SHOWN]:
-            waiting.add_row(str(j["position"] or "-"), str(j["id"]), j["name"] or "-", j["user"], j["state"],
-                            str(j["gpus"]), duration(j["waited_seconds"]), j["reason"])
-        console.print(waiting)
+        cols = [Col("#", "right", priority=3), Col("ID", "right"), Col("NAME", wrap=True, min_width=8),
+                Col("USER", priority=2), Col("STATE"), Col("GPUS", "right"), Col("WAITED", priority=1),
+                Col("WHY", wrap=True, min_width=16)]
+        print_table(console, cols, [[str(j["position"] or "-"), str(j["id"]), j["name"] or "-", j["user"],
+                                     j["state"], str(j["gpus"]), duration(j["waited_seconds"]), j["reason"]]
+                                    for j in queue[:MAX_SHOWN]])
         if len(queue) > MAX_SHOWN:
             console.print(f"... and {len(queue) - MAX_SHOWN} more (tesserae jobs --state queued)", highlight=False)

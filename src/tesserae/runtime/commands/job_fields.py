@@ -13,8 +13,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from rich.table import Table
-
+from tesserae.cli_fit import Col, print_table
 from tesserae.core.errors import InputError
 from tesserae.runtime.commands.common import console, duration, iterations
 from tesserae.runtime.controller.lifecycle import parse_duration
@@ -94,12 +93,10 @@ def print_fields(items: list[dict[str, Any]], names: list[str], as_json: bool) -
     if as_json:
         print(json.dumps([{n: FIELDS[n][1](j) for n in names} for j in items], indent=2))
         return
-    table = Table(box=None, pad_edge=False)
-    for n in names:
-        table.add_column(FIELDS[n][0], justify="right" if n in ("id", "gpus", "gpu_hours", "preempt") else "left")
-    for j in items:
-        table.add_row(*(FIELDS[n][2](j) for n in names))
-    console.print(table)
+    # The fields asked for are all shown: names and reasons wrap, the other values are never cut.
+    cols = [Col(FIELDS[n][0], "right" if n in ("id", "gpus", "gpu_hours", "preempt") else "left",
+                wrap=n in ("name", "why"), min_width=8) for n in names]
+    print_table(console, cols, [[FIELDS[n][2](j) for n in names] for j in items])
 
 
 def window(since: str | None, until: str | None) -> tuple[float | None, float | None]:

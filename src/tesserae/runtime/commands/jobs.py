@@ -7,8 +7,9 @@ import time
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
+from rich.text import Text
 
+from tesserae.cli_fit import Col, print_table
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.runtime.commands.common import (
     client,
@@ -57,22 +58,26 @@ def jobs(
     if not items:
         console.print("no jobs")
         return
-    table = Table(box=None, pad_edge=False)
     queues = any(j.get("queue") for j in items)
     predicted = any(j.get("predicted_start") is not None or j.get("predicted_finish") is not None for j in items)
-    cols = ["ID", "NAME", "USER", *(["QUEUE"] if queues else []), "STATE", "GPUS", "ITERS", "WAITED", "RAN",
-            "PREEMPT", "ON GPUS / WHY", *(["STARTS", "ENDS"] if predicted else [])]
-    for col in cols:
-        table.add_column(col, justify="right" if col in ("ID", "GPUS", "PREEMPT") else "left")
+    # Narrow terminals leave out the columns with the highest priority number first (tesserae.cli_fit).
+    cols = [Col("ID", "right"), Col("NAME", wrap=True, min_width=8), Col("USER", priority=3),
+            *([Col("QUEUE", priority=4)] if queues else []), Col("STATE"), Col("GPUS", "right"),
+            Col("ITERS", priority=7), Col("WAITED", priority=5), Col("RAN", priority=6),
+            Col("PREEMPT", "right", priority=8), Col("ON GPUS / WHY", wrap=True, priority=1, min_width=16),
+            *([Col("STARTS", priority=2), Col("ENDS", priority=2)] if predicted else [])]
     now = time.time()
+    rows: list[list[str | Text]] = []
     for j in items:
-        cells = [str(j["id"]), j["name"], j["user"], *([j.get("queue") or "-"] if queues else []), state_text(j),
-                 str(j["gpus"]), iterations(j), duration(j["waited_seconds"]), duration(j["executed_seconds"]),
-                 str(j["preemptions"]), ",".join(map(str, j["assigned_gpus"] or [])) or why(j)]
+        cells: list[str | Text] = [
+            str(j["id"]), j["name"], j["user"], *([j.get("queue") or "-"] if queues else []),
+            Text.from_markup(state_text(j)), str(j["gpus"]), iterations(j), duration(j["waited_seconds"]),
+            duration(j["executed_seconds"]), str(j["preemptions"]),
+            ",".join(map(str, j["assigned_gpus"] or [])) or why(j)]
         if predicted:
             cells += [time_until(j.get("predicted_start"), now), time_until(j.get("predicted_finish"), now)]
-        table.add_row(*cells)
-    console.print(table)
+        rows.append(cells)
+    print_table(console, cols, rows, hint="--fields or --json shows them")
 
 
 def show(

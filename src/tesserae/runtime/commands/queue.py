@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
+from tesserae.cli_fit import Col, print_table
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.cli_help import TesseraeGroup
 from tesserae.runtime.commands.common import client, fields_table
@@ -27,18 +27,17 @@ def _limit(q: dict[str, Any]) -> str:
     return "none" if q["borrow_limit"] is None else str(q["borrow_limit"])
 
 
-def queue_table(queues: list[dict[str, Any]]) -> Table:
-    table = Table(box=None, pad_edge=False)
-    for col in ("QUEUE", "GUARANTEE", "BORROW LIMIT", "WEIGHT", "POLICY", "BUDGET", "IN USE", "BORROWED", "WAITING",
-                "RUNNING", "RECLAIMS"):
-        table.add_column(col, justify="left" if col in ("QUEUE", "POLICY") else "right")
-    for q in queues:
-        depth = q["path"].count("/")
-        table.add_row("  " * depth + q["name"], str(q["guarantee"]), _limit(q), f"{q['weight']:g}",
-                      q["policy"] or "-", _gpus(q.get("budget")), _gpus(q.get("gpus_in_use")),
-                      _gpus(q.get("gpus_borrowed")), _gpus(q.get("jobs_waiting")), _gpus(q.get("jobs_running")),
-                      _gpus(q.get("reclaims")))
-    return table
+#: ``queue list``'s columns; a narrow terminal leaves out the highest priority numbers first.
+QUEUE_COLUMNS = [Col("QUEUE"), Col("GUARANTEE", "right"), Col("BORROW LIMIT", "right", priority=3),
+                 Col("WEIGHT", "right", priority=4), Col("POLICY", priority=5), Col("BUDGET", "right", priority=2),
+                 Col("IN USE", "right"), Col("BORROWED", "right", priority=1), Col("WAITING", "right"),
+                 Col("RUNNING", "right"), Col("RECLAIMS", "right", priority=6)]
+
+
+def queue_rows(queues: list[dict[str, Any]]) -> list[list[str]]:
+    return [["  " * q["path"].count("/") + q["name"], str(q["guarantee"]), _limit(q), f"{q['weight']:g}",
+             q["policy"] or "-", _gpus(q.get("budget")), _gpus(q.get("gpus_in_use")), _gpus(q.get("gpus_borrowed")),
+             _gpus(q.get("jobs_waiting")), _gpus(q.get("jobs_running")), _gpus(q.get("reclaims"))] for q in queues]
 
 
 def register(app: typer.Typer) -> None:
@@ -57,7 +56,7 @@ def register(app: typer.Typer) -> None:
         if not doc["queues"]:
             console.print("this server has no tenant queues: every job is in one global queue")
             return
-        console.print(queue_table(doc["queues"]))
+        print_table(console, QUEUE_COLUMNS, queue_rows(doc["queues"]))
         console.print(f"default queue: {doc['default_queue'] or '-'}; config from {doc['source']}", highlight=False)
 
     @queue_app.command("show", cls=OneLineErrors)

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
+from tesserae.cli_fit import Col, print_table
 from tesserae.cli_help import TesseraeCommand as OneLineErrors
 from tesserae.runtime.commands.common import client, until
 from tesserae.runtime.commands.common import wide_console as console
@@ -53,15 +53,13 @@ def what_if(
         print(json.dumps(doc, indent=2))
         return
     now = time.time()
-    table = Table(box=None, pad_edge=False)
-    for col in ("ID", "NAME", "STATE", "STARTS", "ENDS", "STARTS (WHAT-IF)", "ENDS (WHAT-IF)"):
-        table.add_column(col, justify="right" if col == "ID" else "left")
-    for j in doc["jobs"]:
-        table.add_row(str(j["id"]), j["name"], j["state"],
-                      "running" if j["state"] == "running" else until(j["start"], now), until(j["finish"], now),
-                      "running" if j["state"] == "running" and j["what_if_start"] is None
-                      else until(j["what_if_start"], now), until(j["what_if_finish"], now))
-    console.print(table)
+    cols = [Col("ID", "right"), Col("NAME", wrap=True, min_width=8), Col("STATE"), Col("STARTS"),
+            Col("ENDS", priority=1), Col("STARTS (WHAT-IF)"), Col("ENDS (WHAT-IF)", priority=1)]
+    rows = [[str(j["id"]), j["name"], j["state"],
+             "running" if j["state"] == "running" else until(j["start"], now), until(j["finish"], now),
+             "running" if j["state"] == "running" and j["what_if_start"] is None
+             else until(j["what_if_start"], now), until(j["what_if_finish"], now)] for j in doc["jobs"]]
+    print_table(console, cols, rows)
     console.print(f"average JCT of the active jobs: {_hours(doc['avg_jct'])} under {doc['policy']}, "
                   f"{_hours(doc['what_if_avg_jct'])} under {doc['what_if_policy']}"
                   + ("" if doc["complete"] else " (some jobs beyond the prediction's reach)"), highlight=False)
