@@ -100,3 +100,16 @@ def test_virtual_gpus_of_several_types() -> None:
         virtual_gpus(4, "a100:1,t4:2")
     with pytest.raises(InputError, match="is not TYPE:COUNT"):
         virtual_gpus(2, "a100:x")
+
+
+def test_readme_and_runtime_docs_say_what_the_limits_do() -> None:
+    """Issue 30: docs/runtime.md said there were no CPU or memory limits, the README that --cpus/--memory
+    set cpu.max/memory.max. Both now say what the code above does: limits where the controllers are,
+    Slurm's own under the Slurm executor, accounted only elsewhere (and the job's log says so)."""
+    root = Path(__file__).resolve().parents[2]
+    readme = " ".join((root / "README.md").read_text().split())
+    runtime = " ".join((root / "docs" / "runtime.md").read_text().split())
+    assert "no memory, CPU" not in runtime and "membership only" not in runtime
+    for text in (readme, runtime):
+        assert "`cpu.max`/`memory.max`" in text and "`--cpus-per-task`/`--mem`" in text
+        assert "accounted only" in text
