@@ -101,3 +101,17 @@ def test_compare_seeds_reports_spread_and_interval(tmp_path: Path) -> None:
     assert rows["fifo:consolidated"]["ratio"] == ""
     assert float(rows["las:consolidated"]["ratio"]) == pytest.approx(statistics.geometric_mean(ratios))
     assert f"{statistics.geometric_mean(ratios):.2f}x" in res.output
+
+
+def test_a_sweep_in_several_processes_gives_the_same_results() -> None:
+    """compare runs its configurations in one process per core (make demo's wall time); the results are those
+    of one process, in the same order."""
+    cluster = parse_cluster_spec("2x4")
+    one = run_sweep(_points(), WorkloadSpec(jobs=30), cluster, DefaultModel())
+    done: list[int] = []
+    two = run_sweep(_points(), WorkloadSpec(jobs=30), cluster, DefaultModel(), workers=2,
+                    on_done=lambda r: done.append(r.point.seed))
+    assert [r.point for r in two] == [r.point for r in one] and len(done) == len(one)
+    for a, b in zip(one, two, strict=True):
+        assert a.jobs == b.jobs and a.summary["avg_jct"] == b.summary["avg_jct"]
+        assert (a.jct == b.jct).all()

@@ -216,6 +216,9 @@ def compare(
                                               "workload (overrides --load).")] = None,
     ray: Annotated[str | None, typer.Option("--ray", help="Spread the sweep over a Ray cluster: its address, "
                                             "or 'local' to start one here.")] = None,
+    workers: Annotated[int | None, typer.Option("--workers", min=1, max=1024, help="Processes that run the "
+                                                "configurations here at once (default: this machine's cores; "
+                                                "1: in this process). Results do not depend on it.")] = None,
     gavel_reset_interval: ResetOpt = None, gavel_lp: GavelLpOpt = None, gavel_rounds: GavelRoundsOpt = None,
     restart_cost: RestartCostOpt = "fixed", storage_gbps: StorageOpt = DEFAULT_STORAGE_GBPS,
     min_run_quantum: QuantumOpt = 0.0, allow_thrashing: ThrashOpt = False,
@@ -238,7 +241,7 @@ def compare(
     from tesserae.sim.plots import plot_jct_cdf, plot_timeline
     from tesserae.sim.report import write_run_files
     from tesserae.sim.seed_spread import sweep_rows, write_sweep_csv
-    from tesserae.sim.sweep import SweepPoint, run_sweep
+    from tesserae.sim.sweep import SweepPoint, local_cores, run_sweep
     from tesserae.sim.workload import WorkloadSpec
     from tesserae.web.report import write_report
 
@@ -271,6 +274,7 @@ def compare(
         build_scheduler(cl, model, r)  # a policy and placement that do not fit are refused before any work
     wl = WorkloadSpec(trace, format, jobs, load, gpu_mix, seed, unprofiled_jobs)
     points = [SweepPoint(r, s, ld) for ld in load_list for s in seed_list for r in runs]
+    n_workers = local_cores() if workers is None else workers
     sweep = len(seed_list) > 1 or len(load_list) > 1
     prog = None if quiet else Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                                        TimeElapsedColumn(), console=err)
@@ -278,9 +282,9 @@ def compare(
         with prog:
             task = prog.add_task(f"{len(points)} runs{' on Ray' if ray else ''}", total=len(points))
             results = run_sweep(points, wl, cl, model, window=window, ray_address=ray,
-                                on_done=lambda _: prog.advance(task))
+                                on_done=lambda _: prog.advance(task), workers=n_workers)
     else:
-        results = run_sweep(points, wl, cl, model, window=window, ray_address=ray)
+        results = run_sweep(points, wl, cl, model, window=window, ray_address=ray, workers=n_workers)
 
     def point_dir(res: Any) -> Path:
         d = out / _run_dir_name(res.point.run.label)

@@ -1,14 +1,18 @@
-"""Sweeps: many (configuration, seed, load) simulations, run here or spread over a Ray cluster.
+"""Sweeps: many (configuration, seed, load) simulations, run here (in this process, or in several
+processes, one per core) or spread over a Ray cluster.
 
 A task's result depends only on its inputs (the simulator is deterministic), so a sweep run on
-Ray gives exactly the results of the same sweep run locally. The driver builds each workload
-once and ships it, with the throughput model, through Ray's object store: workers need the
-package installed, not the trace or profile files.
+Ray or in several processes gives exactly the results of the same sweep run in one process. The
+driver builds each workload once and ships it, with the throughput model, through Ray's object
+store: workers need the package installed, not the trace or profile files.
 """
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,10 +54,19 @@ def run_point(point: SweepPoint, specs: Sequence[JobSpec], cluster: Cluster, mod
     return PointResult(point, summary, job_records(result), result.timeline, t.finish[done] - t.submit[done])
 
 
+def local_cores() -> int:
+    """The cores this process may run on (its affinity, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 def run_sweep(points: Sequence[SweepPoint], workload: WorkloadSpec, cluster: Cluster, model: ThroughputModel, *,
               window: tuple[int, int] | None = None, ray_address: str | None = None,
-              on_done: Callable[[PointResult], None] | None = None) -> list[PointResult]:
-    """Run every point; results come back in the order of ``points``."""
+              on_done: Callable[[PointResult], None] | None = None, workers: int = 1) -> list[PointResult]:
+    """Run every point; results come back in the order of ``points``. ``workers`` > 1 runs the points in
+    that many processes here (fresh interpreters: nothing of this process's threads is inherited)."""
     workloads: dict[tuple[int, float | None], list[JobSpec]] = {}
     notes: dict[tuple[int, float | None], list[str]] = {}
     for p in points:
@@ -68,6 +81,8 @@ def run_sweep(points: Sequence[SweepPoint], workload: WorkloadSpec, cluster: Clu
         if on_done:
             on_done(res)
 
+    if ray_address is None and workers > 1 and len(points) > 1:
+        return _run_in_processes(points, workloads, cluster, model, window, workers, done)
     if ray_address is None:
         out = []
         for p in points:
@@ -76,6 +91,21 @@ def run_sweep(points: Sequence[SweepPoint], workload: WorkloadSpec, cluster: Clu
             out.append(res)
         return out
     return _run_on_ray(points, workloads, cluster, model, window, ray_address, done)
+
+
+def _run_in_processes(points: Sequence[SweepPoint], workloads: dict[tuple[int, float | None], list[JobSpec]],
+                      cluster: Cluster, model: ThroughputModel, window: tuple[int, int] | None, workers: int,
+                      done: Callable[[PointResult], None]) -> list[PointResult]:
+    out: list[PointResult | None] = [None] * len(points)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=min(workers, len(points)), mp_context=context) as pool:
+        futures = {pool.submit(run_point, p, workloads[(p.seed, p.load)], cluster, model, window): i
+                   for i, p in enumerate(points)}
+        for f in as_completed(futures):
+            res = f.result()
+            done(res)
+            out[futures[f]] = res
+    return [r for r in out if r is not None]
 
 
 def _run_on_ray(points: Sequence[SweepPoint], workloads: dict[tuple[int, float | None], list[JobSpec]],
