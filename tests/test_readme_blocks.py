@@ -130,7 +130,7 @@ def test_the_command_line_block(clone: Path) -> None:
 
 @pytest.mark.slow
 def test_the_tiresias_block(clone: Path) -> None:
-    run_block(clone, blocks()[TIRESIAS])
+    run_block(clone, blocks()[TIRESIAS], timeout=1800)  # the whole Philly trace
     s = json.loads((clone / "out" / "tiresias" / "summary.json").read_text())
     assert s["policy"] == "tiresias-las" and s["completed"] > 80_000
     assert json.loads((clone / "out" / "gittins" / "summary.json").read_text())["policy"] == "tiresias-gittins"
@@ -147,7 +147,7 @@ def test_the_gavel_block(clone: Path) -> None:
 
 @pytest.mark.slow
 def test_the_packing_block(clone: Path) -> None:
-    r = run_block(clone, blocks()[PACKING])
+    r = run_block(clone, blocks()[PACKING], timeout=1800)  # 4 x 400 jobs with Gavel's LP: > 600 s at load 50
     assert "las:tesserae+packing" in r.stdout and (clone / "out" / "hetero" / "timeline.png").is_file()
 
 
