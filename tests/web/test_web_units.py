@@ -46,7 +46,7 @@ def test_grid_marks_shared_gpus_partners_and_down_nodes() -> None:
 
 
 def test_usage_series_splits_gpu_hours_by_bin_and_hides_other_users() -> None:
-    now = 10_000.0
+    now = 10_800.0  # a multiple of the bins' width: two whole bins
     runs = [{"start_time": now - 3600, "end_time": now - 1800, "gpus": "[0, 1]", "user": "alice"},
             {"start_time": now - 900, "end_time": None, "gpus": "[2]", "user": "bob"}]
     u = usage_series(runs, now, 3600.0, 2, 4, None)
@@ -55,6 +55,24 @@ def test_usage_series_splits_gpu_hours_by_bin_and_hides_other_users() -> None:
     hidden = usage_series(runs, now, 3600.0, 2, 4, "bob")
     assert set(hidden["gpu_hours"]) == {"(other users)", "bob"}
     assert hidden["gpu_hours_total"]["(other users)"] == 1.0
+
+
+def test_usage_counts_only_time_the_server_existed_and_the_elapsed_part_of_the_running_bin() -> None:
+    """The issue's 24 h view said 0.1 % while 8/8 GPUs were busy: hours before the server existed
+    counted as idle, and the running bin was divided by its full length."""
+    width = 1800.0
+    now = 100 * width + 600.0  # 600 s into the running bin
+    started = now - 2000.0  # the server's store began 2000 s ago: 1400 s into the bin before the running one
+    runs = [{"start_time": started, "end_time": None, "gpus": json.dumps(list(range(8))), "user": "alice"}]
+    u = usage_series(runs, now, 86400.0, 48, 8, None, since=started)
+    assert u["bin_seconds"] == width and u["bin_start"][-1] == 100 * width  # aligned; the last bin runs
+    assert u["utilization"][:-2] == [None] * 46  # wholly before the server: no utilisation, not 0 %
+    assert u["utilization"][-2:] == [1.0, 1.0]  # 8/8 busy in the part of each bin that was there
+    assert u["covered_seconds"][-2:] == [1400.0, 600.0]
+    assert u["utilization_mean"] == 1.0 and u["since"] == started
+    half = [{**runs[0], "gpus": "[0, 1, 2, 3]"}]
+    assert usage_series(half, now, 3600.0, 48, 8, None, since=started)["utilization_mean"] == 0.5
+    assert usage_series([], now, 3600.0, 4, 8, None, since=now + 1)["utilization_mean"] is None
 
 
 def _job(i: int, user: str, state: str, submit: float, gpus: int = 1, name: str = "j") -> dict:
@@ -172,7 +190,7 @@ def test_explain_a_job_that_waited_for_a_full_cluster_and_was_overtaken(tmp_path
     assert avg["cells"][1]["ratio"] == 0.5 and avg["cells"][1]["better"] is True
     html = write_report(tmp_path).read_text()
     assert "waits <b>" not in html and "waits \\u003cb\\u003e" in html, "names are escaped in the embedded data"
-    assert html.count("<script") == 3 and "http://" not in html.replace("http://www.w3.org", "")
+    assert html.count("<script") == 4 and "http://" not in html.replace("http://www.w3.org", "")
 
 
 @pytest.mark.parametrize(("jobs", "message"), [

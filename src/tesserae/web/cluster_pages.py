@@ -1,7 +1,9 @@
 """Cluster, Queue and Usage pages.
 
-- Cluster: every node a row, every GPU a cell coloured by the job on it; a GPU two jobs share
-  (packing) shows both; GPUs of a draining or dead Ray node are marked.
+- Cluster: every node a row, every GPU a cell coloured by the job on it, with its user and
+  progress; a GPU two jobs share (packing) shows both; GPUs of a draining or dead node are marked.
+  Below, GPUs in use and jobs waiting over time (``/v1/cluster/history``, drawn by ``charts.js``,
+  the code the simulator's report draws its timeline with).
 - Queue: the waiting jobs in the policy's order at the latest decision, with their Tiresias
   queue; a pending reason, a tenant queue or a predicted start appear as columns as soon as the
   API's job views carry them (``pending_reason``, ``queue``, ``predicted_start``).
@@ -14,9 +16,9 @@ import time
 from typing import Any
 
 from fastapi import Request
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import Response
 
-from tesserae.web.dashboard import ApiError, Dashboard
+from tesserae.web.dashboard import Dashboard
 from tesserae.web.session import Visitor
 
 #: Usage windows offered on the page: label -> seconds.
@@ -26,10 +28,14 @@ OPTIONAL_QUEUE_FIELDS = (("queue", "tenant queue"), ("pending_reason", "pending 
                          ("predicted_start", "predicted start"))
 
 
-def grid(cluster: dict[str, Any], nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Nodes with one cell per GPU: its jobs (two when packed), whether it is shared, whether its
-    node is down (``draining``/``dead``). GPUs no node claims are listed under a last row."""
-    gpus = {int(g["id"]): g for g in cluster["gpus"]}
+def grid(cluster: dict[str, Any], nodes: list[dict[str, Any]],
+         progress: dict[int, float] | None = None) -> list[dict[str, Any]]:
+    """Nodes with one cell per GPU: its jobs (two when packed) with their progress (a fraction, where
+    the visitor may see the job and its total is known), whether it is shared, whether its node is
+    down (``draining``/``dead``). GPUs no node claims are listed under a last row."""
+    progress = progress or {}
+    gpus = {int(g["id"]): {**g, "jobs": [{**j, "progress": progress.get(int(j["job"]))} for j in g.get("jobs", [])]}
+            for g in cluster["gpus"]}
     rows, seen = [], set()
     for n in nodes:
         cells = []
@@ -43,6 +49,16 @@ def grid(cluster: dict[str, Any], nodes: list[dict[str, Any]]) -> list[dict[str,
         rows.append({"id": "?", "name": "GPUs of no listed node", "ip": "", "gpu_type": "", "gpus": [],
                      "state": "alive", "cells": rest, "used": sum(1 for c in rest if c["jobs"])})
     return rows
+
+
+def job_progress(jobs: list[dict[str, Any]]) -> dict[int, float]:
+    """The fraction done of each job whose total iterations are known, in [0, 1]."""
+    out = {}
+    for j in jobs:
+        total = j.get("iterations_total")
+        if total:
+            out[int(j["id"])] = min(1.0, max(0.0, float(j.get("iterations_done") or 0.0) / float(total)))
+    return out
 
 
 def _cell(g: dict[str, Any], state: str) -> dict[str, Any]:
@@ -75,7 +91,7 @@ def queue_rows(queue: dict[str, Any], views: dict[int, dict[str, Any]], now: flo
     rows = []
     for pos, q in enumerate(queue["jobs"], 1):
         view = views.get(q["id"], {})
-        rows.append({**q, "position": pos, "waited": now - q["submit_time"],
+        rows.append({**q, "position": pos, "waited": now - q["submit_time"], "held": bool(view.get("held")),
                      "extra": {k: view.get(k) for k, _ in OPTIONAL_QUEUE_FIELDS}})
     present = [(k, label) for k, label in OPTIONAL_QUEUE_FIELDS if any(k in views.get(r["id"], {}) for r in rows)]
     return rows, present
@@ -87,13 +103,27 @@ def register(dash: Dashboard) -> None:
     async def cluster_data(v: Visitor) -> dict[str, Any]:
         cluster = await api.json(v.session.token, "/v1/cluster")
         nodes = (await api.json(v.session.token, "/v1/nodes"))["nodes"]
-        rows = grid(cluster, nodes)
+        running = (await api.json(v.session.token, "/v1/jobs", state="running", limit=100000))["jobs"]
+        rows = grid(cluster, nodes, job_progress(running))
         return {"cluster": cluster, "nodes": rows, "running": running_jobs(rows), "now": time.time(),
                 "title": "Cluster"}
 
+    def history_of(request: Request) -> tuple[str, int]:
+        label = request.query_params.get("history", "") or request.query_params.get("window", "6 h")
+        return (label, WINDOWS[label]) if label in WINDOWS else ("6 h", WINDOWS["6 h"])
+
     @app.get("/ui/cluster", include_in_schema=False)
     async def cluster_page(request: Request) -> Response:
-        return await dash.page(request, "cluster.html", "cluster", cluster_data)
+        label, _ = history_of(request)
+
+        async def load(v: Visitor) -> dict[str, Any]:
+            return {**await cluster_data(v), "history_window": label, "history_windows": list(WINDOWS)}
+
+        return await dash.page(request, "cluster.html", "cluster", load)
+
+    @app.get("/ui/cluster/history", include_in_schema=False)
+    async def cluster_history(request: Request) -> Response:
+        return await dash.relay(request, "/v1/cluster/history", window=history_of(request)[1], points=600)
 
     async def queue_data(v: Visitor) -> dict[str, Any]:
         queue = await api.json(v.session.token, "/v1/queue")
@@ -120,19 +150,11 @@ def register(dash: Dashboard) -> None:
         async def load(v: Visitor) -> dict[str, Any]:
             usage = await api.json(v.session.token, "/v1/usage", window=seconds, bins=48)
             totals = sorted(usage["gpu_hours_total"].items(), key=lambda kv: -kv[1])
-            util = usage["utilization"]
             return {"usage": usage, "totals": totals, "windows": list(WINDOWS), "window": label,
-                    "mean_util": sum(util) / len(util) if util else 0.0, "title": "Usage"}
+                    "mean_util": usage["utilization_mean"], "title": "Usage"}
 
         return await dash.page(request, "usage.html", "usage", load)
 
     @app.get("/ui/usage/data", include_in_schema=False)
     async def usage_data(request: Request) -> Response:
-        v = dash.visitor(request)
-        if v is None:
-            return JSONResponse({"detail": "log in first"}, status_code=401)
-        _, seconds = window_of(request)
-        try:
-            return JSONResponse(await api.json(v.session.token, "/v1/usage", window=seconds, bins=48))
-        except ApiError as e:
-            return JSONResponse({"detail": e.detail}, status_code=e.status)
+        return await dash.relay(request, "/v1/usage", window=window_of(request)[1], bins=48)

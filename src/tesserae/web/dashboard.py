@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 import httpx
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from tesserae.runtime.controller.loop import Controller
 from tesserae.web import session as sess
@@ -113,6 +113,16 @@ class Dashboard:
             return self.error(v, e.status, e.detail)
         live = request.query_params.get("live") == "1"
         return self.render(f"_{template}" if live else template, v, page=page, **ctx)
+
+    async def relay(self, request: Request, path: str, **params: Any) -> Response:
+        """An API answer as JSON for a page's script, with the visitor's token (401 when logged out)."""
+        v = self.visitor(request)
+        if v is None:
+            return JSONResponse({"detail": "log in first"}, status_code=401)
+        try:
+            return JSONResponse(await self.api.json(v.session.token, path, **params))
+        except ApiError as e:
+            return JSONResponse({"detail": e.detail}, status_code=e.status)
 
     def login_page(self, request: Request, status: int, target: str, message: str | None, *,
                    retry: float | None = None) -> HTMLResponse:

@@ -31,7 +31,7 @@ SORTS = {
     "user": lambda j: (j["user"], j["id"]),
     "gpus": lambda j: (j["gpus"], j["id"]),
     "name": lambda j: (j["name"].lower(), j["id"]),
-    "waited": lambda j: (j["queueing_seconds"] if j["queueing_seconds"] is not None else -1.0, j["id"]),
+    "waited": lambda j: (j["waited_seconds"], j["id"]),
     "ran": lambda j: (j["executed_seconds"], j["id"]),
 }
 OUTCOME_TEXT = {"preempted": "preempted", "migrated": "migrated", "completed": "completed", "failed": "failed",
@@ -71,18 +71,20 @@ def filter_jobs(jobs: list[dict[str, Any]], params: dict[str, str], now: float) 
 
 def run_timeline(job: dict[str, Any], runs: list[dict[str, Any]], now: float) -> dict[str, Any]:
     """Runs as bars on [submit, finish or now] (percent offsets), each labelled with how it began
-    (start, resume, or migrate: the previous run ended migrating) and ended."""
+    (start, resume, or migrate: the previous run ended migrating) and ended, and numbered 1, 2, 3 in
+    the job's own order (``number``; ``run`` stays the server-wide id the logs API takes)."""
     t0 = job["submit_time"]
     t1 = job["finish_time"] or now
     span = max(t1 - t0, 1e-9)
     bars, previous, started = [], None, 0
-    for r in runs:
+    for number, r in enumerate(sorted(runs, key=lambda r: (r["start_time"], r["run"])), 1):
         end = r["end_time"] if r["end_time"] is not None else now
         ran = r["outcome"] != "not-started"
         began = "migrate" if previous == "migrated" else ("resume" if started else "start")
         if ran:
             started += 1
-        bars.append({**r, "began": began if ran else "-", "ended": OUTCOME_TEXT.get(r["outcome"] or "", "running"),
+        bars.append({**r, "number": number, "began": began if ran else "-",
+                     "ended": OUTCOME_TEXT.get(r["outcome"] or "", "running"),
                      "left": 100.0 * (r["start_time"] - t0) / span,
                      "width": max(0.4, 100.0 * (end - r["start_time"]) / span),
                      "seconds": end - r["start_time"], "open": r["end_time"] is None})

@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.core.timeseries import MAX_POINTS, peak_sample
 from tesserae.sim.metrics import restart_description
 from tesserae.web.results import Run, explain, find_runs
 from tesserae.web.templating import environment
 
 REPORT_NAME = "report.html"
 CDF_POINTS = 400
-TIMELINE_POINTS = 1500
+TIMELINE_POINTS = MAX_POINTS
 #: Embed an explanation for every job when the runs hold at most this many jobs together;
 #: otherwise for the ``LONGEST`` longest waits of each run (the viewer answers for any job).
 EMBED_ALL = 3000
@@ -103,19 +104,9 @@ def timeline(run: Run) -> dict[str, Any]:
     """GPUs in use and jobs queued over time (hours); beyond TIMELINE_POINTS decisions, the maximum
     of each of TIMELINE_POINTS equal time buckets (so peaks survive)."""
     tl = run.timeline()
-    t, gpus, queued = tl["time"], tl["gpus_in_use"], tl["queued"]
-    sampled = t.size > TIMELINE_POINTS
-    if sampled:
-        edges = np.linspace(t[0], t[-1], TIMELINE_POINTS + 1)
-        b = np.clip(np.searchsorted(edges, t, side="right") - 1, 0, TIMELINE_POINTS - 1)
-        keep = np.unique(b)
-        gmax = np.full(TIMELINE_POINTS, -np.inf)
-        qmax = np.full(TIMELINE_POINTS, -np.inf)
-        np.maximum.at(gmax, b, gpus)
-        np.maximum.at(qmax, b, queued)
-        t, gpus, queued = edges[keep], gmax[keep], qmax[keep]
-    return {"t": [round(float(x) / 3600.0, 5) for x in t], "gpus": [int(x) for x in gpus],
-            "queued": [int(x) for x in queued], "sampled": bool(sampled)}
+    t, cols, sampled = peak_sample(tl["time"], {"gpus": tl["gpus_in_use"], "queued": tl["queued"]}, TIMELINE_POINTS)
+    return {"t": [round(float(x) / 3600.0, 5) for x in t], "gpus": [int(x) for x in cols["gpus"]],
+            "queued": [int(x) for x in cols["queued"]], "sampled": bool(sampled)}
 
 
 def longest_waits(run: Run, n: int) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ client that lost the answer can ask again without submitting twice.
 
 Here: the app, its error handlers, and the server's own routes (health, whoami, tokens, metrics).
 Every route is authenticated by one dependency (``auth``); the job routes are ``jobs`` (hold,
-release and resubmit: ``lifecycle``; usage: ``accounting``); the cluster views ``cluster``; the
+release and resubmit: ``lifecycle``; usage: ``accounting``); the cluster views ``cluster`` (over time: ``history``); the
 tenant queues ``queues``; predictions under another policy ``what_if``; the bodies and submission
 checks ``models``; the answers ``views``. A new group of routes is a module with an
 ``add_..._routes(app, controller, Who)``, called from ``create_app``. The dashboard (``/ui``) is
@@ -39,6 +39,7 @@ from tesserae.runtime.api.accounting import add_accounting_routes
 from tesserae.runtime.api.auth import authenticated
 from tesserae.runtime.api.cluster import add_cluster_routes
 from tesserae.runtime.api.headers import SecurityHeaders
+from tesserae.runtime.api.history import add_history_routes
 from tesserae.runtime.api.jobs import add_job_routes
 from tesserae.runtime.api.lifecycle import add_lifecycle_routes
 from tesserae.runtime.api.limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyLimit, SafeJSONResponse
@@ -139,6 +140,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     add_queue_routes(app, controller, Who)
     add_what_if_routes(app, controller, Who)
     add_cluster_routes(app, controller, Who, info)
+    add_history_routes(app, controller, Who)
 
     @app.post("/v1/tokens", status_code=201, tags=["server"])
     def create_token(req: TokenRequest, who: Who) -> dict[str, Any]:

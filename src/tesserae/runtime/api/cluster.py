@@ -9,6 +9,7 @@ are drawn from them.
 
 
 import json
+import math
 import time
 from dataclasses import asdict
 from typing import Annotated, Any
@@ -37,18 +38,27 @@ def node_view(controller: Controller) -> list[dict[str, Any]]:
 
 
 def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gpus: int,
-                 user: str | None) -> dict[str, Any]:
-    """GPU-hours per user per time bin, and utilisation, over ``[now - window, now]``.
+                 user: str | None, *, since: float = 0.0) -> dict[str, Any]:
+    """GPU-hours per user per time bin, and utilisation, over the last ``window`` seconds.
 
-    ``rows`` are runs (``start_time``, ``end_time`` or None while running, ``gpus`` JSON,
-    ``user``). With ``user`` set (a non-admin) other users are summed as ``"(other users)"``.
+    Bins are aligned to multiples of their width (a poll a few seconds later keeps the same bins);
+    the last one is running and ends at ``now``. ``rows`` are runs (``start_time``, ``end_time`` or
+    None while running, ``gpus`` JSON, ``user``). With ``user`` set (a non-admin) other users are
+    summed as ``"(other users)"``. ``since`` is when the server's store began: time before it, and
+    time after ``now``, is no GPU-time there, so a bin's utilisation is its GPU-time held over the
+    part of it that was covered (``covered_seconds``) and ``None`` where nothing was; the window's
+    mean (``utilization_mean``) divides by the covered time too. The GPU count is today's.
     """
-    edges = np.linspace(now - window, now, bins + 1)
+    width = window / bins
+    last = math.ceil(now / width) * width
+    edges = last - width * np.arange(bins, -1, -1, dtype=float)
+    lo = max(float(edges[0]), since)
+    covered = np.clip(np.minimum(edges[1:], now) - np.maximum(edges[:-1], lo), 0.0, None)
     per_user: dict[str, np.ndarray] = {}
     busy = np.zeros(bins)
     for r in rows:
-        start = float(r["start_time"])
-        end = now if r["end_time"] is None else float(r["end_time"])
+        start = max(float(r["start_time"]), lo)
+        end = now if r["end_time"] is None else min(float(r["end_time"]), now)
         overlap = np.clip(np.minimum(edges[1:], end) - np.maximum(edges[:-1], start), 0.0, None)
         if not overlap.any():
             continue
@@ -57,12 +67,15 @@ def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gp
         per_user.setdefault(name, np.zeros(bins))
         per_user[name] += gpu_seconds
         busy += gpu_seconds
-    width = window / bins
+    there = covered * total_gpus
+    held = float(busy.sum())
     return {
-        "start": float(edges[0]), "end": float(now), "bin_seconds": width, "total_gpus": total_gpus,
-        "bin_start": [float(x) for x in edges[:-1]],
+        "start": float(edges[0]), "end": float(now), "since": min(lo, float(now)), "bin_seconds": width,
+        "total_gpus": total_gpus, "bin_start": [float(x) for x in edges[:-1]],
+        "covered_seconds": [round(float(x), 6) for x in covered],
         "gpu_hours": {u: [round(float(x) / 3600.0, 6) for x in v] for u, v in sorted(per_user.items())},
-        "utilization": [round(float(x) / (width * total_gpus), 6) if total_gpus else 0.0 for x in busy],
+        "utilization": [round(float(b) / t, 6) if t > 0 else None for b, t in zip(busy, there, strict=True)],
+        "utilization_mean": round(held / float(there.sum()), 6) if there.sum() > 0 else None,
         "gpu_hours_total": {u: round(float(v.sum()) / 3600.0, 6) for u, v in sorted(per_user.items())},
         "queues": None,
     }
@@ -123,8 +136,10 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
               window: Annotated[float, Query(ge=1.0, le=MAX_WINDOW, description="Seconds back from now.")] = 86400.0,
               bins: Annotated[int, Query(ge=1, le=MAX_BINS)] = 48) -> dict[str, Any]:
         """GPU-hours per user per time bin and utilisation (GPU-seconds held / GPU-seconds there),
-        over the last ``window`` seconds. A user sees their own GPU-hours and the rest summed as
-        "(other users)"; an admin sees every user."""
+        over the last ``window`` seconds, in bins aligned to their width (the last one running). Time
+        before the server's store existed is not counted (``since``; ``utilization`` is ``null`` for a
+        bin wholly before it). A user sees their own GPU-hours and the rest summed as "(other users)";
+        an admin sees every user."""
         now = time.time()
-        return usage_series(allocations.ran_since(store, now - window), now, window, bins,
-                            len(controller.executor.gpus), None if who.admin else who.user)
+        return usage_series(allocations.ran_since(store, now - window - window / bins), now, window, bins,
+                            len(controller.executor.gpus), None if who.admin else who.user, since=store.epoch)

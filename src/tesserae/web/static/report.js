@@ -5,10 +5,8 @@
 (function () {
   "use strict";
   var data = JSON.parse(document.getElementById("report-data").textContent);
-  var palette = ["#2f6fdb", "#e0703a", "#1e8e4f", "#b03a8c", "#8a6d00", "#0f8a9e", "#6a4fc4", "#c0392b", "#566573",
-                 "#2e86c1", "#d68910", "#148f77"];
+  var palette = TesseraeCharts.palette;
   var runs = data.runs;
-  function width() { return Math.max(600, Math.min(1400, document.querySelector("main").clientWidth - 20)); }
   function tidy(v) { return v == null ? "" : (Math.abs(v) >= 100 ? v.toFixed(0) : +v.toPrecision(3) + ""); }
   function label(r) { return runs.length > 1 && new Set(runs.map(function (x) { return x.group; })).size > 1 ? r.label + " (" + r.group + ")" : r.label; }
 
@@ -24,7 +22,7 @@
       series.push({label: label(r), stroke: palette[i % palette.length], width: 2, spanGaps: true,
                    paths: uPlot.paths.stepped({align: 1}), value: function (u, v) { return v == null ? "-" : (100 * v).toFixed(1) + "%"; }});
     });
-    new uPlot({width: width(), height: 340, series: series,
+    TesseraeCharts.make({height: 340, series: series,
                scales: {x: {time: false, distr: 3}, y: {range: [0, 1]}},
                axes: [{label: "JCT (hours, log scale)", values: function (u, vals) { return vals.map(tidy); }},
                       {label: "fraction of jobs", values: function (u, vals) { return vals.map(function (v) { return (100 * v).toFixed(0) + "%"; }); }}]},
@@ -35,27 +33,9 @@
     var sampled = runs.some(function (r) { return data.timeline[r.key].sampled; });
     if (sampled) document.getElementById("timeline-note").textContent +=
       " Long runs are shown as the maximum of each of 1,500 equal time slices.";
-    var sync = uPlot.sync("timeline");
-    [["timeline-gpus", "gpus", "GPUs in use"], ["timeline-queued", "queued", "jobs waiting"]].forEach(function (spec) {
-      var tables = runs.map(function (r) { var t = data.timeline[r.key]; return [t.t, t[spec[1]]]; });
-      var series = [{label: "time (h)", value: function (u, v) { return v == null ? "-" : tidy(v) + " h"; }}];
-      runs.forEach(function (r, i) {
-        series.push({label: label(r), stroke: palette[i % palette.length], width: 1.2, spanGaps: true,
-                     paths: uPlot.paths.stepped({align: 1})});
-      });
-      var opts = {width: width(), height: 230, series: series, scales: {x: {time: false}},
-                  cursor: {sync: {key: sync.key}},
-                  axes: [{label: "simulated time (hours)"}, {label: spec[2]}]};
-      if (spec[1] === "gpus" && data.cluster_gpus) {
-        opts.hooks = {draw: [function (u) {
-          var y = u.valToPos(data.cluster_gpus, "y", true), ctx = u.ctx;
-          ctx.save(); ctx.strokeStyle = "#999"; ctx.setLineDash([4, 4]); ctx.beginPath();
-          ctx.moveTo(u.bbox.left, y); ctx.lineTo(u.bbox.left + u.bbox.width, y); ctx.stroke(); ctx.restore();
-        }]};
-        opts.scales.y = {range: function (u, lo, hi) { return [0, Math.max(hi, data.cluster_gpus) * 1.05]; }};
-      }
-      new uPlot(opts, uPlot.join(tables), document.getElementById(spec[0]));
-    });
+    TesseraeCharts.clusterOverTime(document.getElementById("timeline-gpus"), document.getElementById("timeline-queued"),
+      runs.map(function (r) { var t = data.timeline[r.key]; return {label: label(r), t: t.t, gpus: t.gpus, queued: t.queued}; }),
+      {capacity: data.cluster_gpus});
   }
 
   var out = document.getElementById("why-out");

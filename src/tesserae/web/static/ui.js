@@ -1,5 +1,6 @@
 // Dashboard behaviour: live regions re-rendered by the server and swapped in every few seconds,
-// the job log tail, confirmation of dangerous forms, and the usage charts (uPlot). No framework;
+// the job log tail, confirmation of dangerous forms, the usage charts and the cluster over time
+// (uPlot, drawn by charts.js). No framework;
 // nothing from the network but this server. User data only ever reaches the page as text nodes
 // or as HTML the server rendered with escaping.
 (function () {
@@ -23,7 +24,7 @@
         .then(function (html) {
           var focused = document.activeElement && el.contains(document.activeElement);
           if (!focused) el.innerHTML = html;  // server-rendered and escaped
-          say("updated " + new Date().toLocaleTimeString());
+          say("updated " + window.TesseraeCharts.clock(Date.now() / 1000));
           setTimeout(tick, every);
         })
         .catch(function (e) { say("connection lost (" + e.message + "); retrying"); setTimeout(tick, every * 2); });
@@ -63,37 +64,57 @@
   });
 
   function tidy(v) { return v == null ? "" : (Math.abs(v) >= 10 ? v.toFixed(0) : +v.toPrecision(2) + ""); }
-  var palette = ["#2f6fdb", "#e0703a", "#1e8e4f", "#b03a8c", "#8a6d00", "#0f8a9e", "#6a4fc4", "#c0392b", "#566573"];
+  function getJSON(url) {
+    return fetch(url, {credentials: "same-origin", cache: "no-store"})
+      .then(function (r) { if (r.status === 401) { toLogin(); throw new Error("logged out"); } return r.json(); });
+  }
   function usage(box) {
     if (!window.uPlot) return;
-    var charts = {};
+    var C = window.TesseraeCharts, charts = {};
+    var xSeries = {label: "time", value: function (u, v) { return v == null ? "-" : C.clock(v, true); }};
     function draw(id, data, series, yLabel, fmt) {
       var el = document.getElementById(id);
-      var opts = {width: Math.max(560, el.parentNode.clientWidth - 20), height: 280, series: series,
-                  axes: [{}, {label: yLabel, values: function (u, vals) { return vals.map(fmt); }}],
-                  scales: {x: {time: true}}};
       if (charts[id]) { charts[id].setData(data); return; }
-      charts[id] = new uPlot(opts, data, el);
+      charts[id] = C.make({height: 260, series: [xSeries].concat(series),
+                           axes: [C.timeAxis(""), {label: yLabel, values: function (u, vals) { return vals.map(fmt); }}],
+                           scales: {x: {time: true}}}, data, el);
     }
     function load() {
-      fetch(box.getAttribute("data-usage"), {credentials: "same-origin", cache: "no-store"})
-        .then(function (r) { if (r.status === 401) { toLogin(); throw new Error("logged out"); } return r.json(); })
+      getJSON(box.getAttribute("data-usage"))
         .then(function (u) {
           var x = u.bin_start.map(function (t) { return t + u.bin_seconds / 2; });
           var users = Object.keys(u.gpu_hours);
-          var series = [{}], data = [x];
+          var series = [], data = [x];
           users.forEach(function (name, i) {
-            series.push({label: name, stroke: palette[i % palette.length], width: 2, points: {show: false}});
+            series.push({label: name, stroke: C.palette[i % C.palette.length], width: 2, points: {show: false}});
             data.push(u.gpu_hours[name]);
           });
-          if (!users.length) { series.push({label: "(nobody)", stroke: "#999"}); data.push(x.map(function () { return 0; })); }
-          if (charts["chart-users"] && charts["chart-users"].series.length !== series.length) {
+          if (!users.length) { series.push({label: "(nobody)", stroke: "#767676"}); data.push(x.map(function () { return 0; })); }
+          if (charts["chart-users"] && charts["chart-users"].series.length !== series.length + 1) {
             charts["chart-users"].destroy(); delete charts["chart-users"];
           }
           draw("chart-users", data, series, "GPU-hours", tidy);
-          draw("chart-util", [x, u.utilization.map(function (v) { return 100 * v; })],
-               [{}, {label: "utilisation %", stroke: "#1e8e4f", fill: "rgba(30,142,79,.12)", width: 2}],
-               "%", tidy);
+          draw("chart-util", [x, u.utilization.map(function (v) { return v == null ? null : 100 * v; })],
+               [{label: "utilisation %", stroke: "#1e8e4f", fill: "rgba(30,142,79,.12)", width: 2}], "%", tidy);
+          setTimeout(load, 15000);
+        })
+        .catch(function () { setTimeout(load, 15000); });
+    }
+    load();
+  }
+
+  // The cluster page's GPUs in use and jobs waiting over time.
+  function history(box) {
+    if (!window.uPlot) return;
+    var chart = null;
+    function load() {
+      getJSON(box.getAttribute("data-history"))
+        .then(function (h) {
+          var runs = [{label: "cluster", t: h.t, gpus: h.gpus, queued: h.queued}];
+          if (chart) chart.update(runs);
+          else chart = window.TesseraeCharts.clusterOverTime(document.getElementById("history-gpus"),
+            document.getElementById("history-queued"), runs, {time: true, capacity: h.total_gpus, height: 180,
+            syncKey: "cluster", xLabel: ""});
           setTimeout(load, 15000);
         })
         .catch(function () { setTimeout(load, 15000); });
@@ -105,5 +126,6 @@
     document.querySelectorAll("[data-live]").forEach(function (el) { poll(el, 2000); });
     document.querySelectorAll("pre[data-log]").forEach(tail);
     document.querySelectorAll("[data-usage]").forEach(usage);
+    document.querySelectorAll("[data-history]").forEach(history);
   });
 })();
