@@ -229,3 +229,4 @@ def test_simulate_writes_a_report_and_view_rejects_a_bad_folder(tmp_path: Path) 
     bad = subprocess.run([PY, "-m", "tesserae.cli", "view", str(tmp_path / "nowhere"), "--port", "0"], cwd=REPO,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "not a folder" in bad.stderr and "Traceback" not in bad.stderr
+

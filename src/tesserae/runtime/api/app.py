@@ -45,6 +45,7 @@ from tesserae.runtime.api.lifecycle import add_lifecycle_routes
 from tesserae.runtime.api.limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyLimit, SafeJSONResponse
 from tesserae.runtime.api.models import SubmitError, TokenRequest
 from tesserae.runtime.api.queues import add_queue_routes
+from tesserae.runtime.api.redoc import add_redoc_route
 from tesserae.runtime.api.views import prometheus_text
 from tesserae.runtime.api.what_if import add_what_if_routes
 from tesserae.runtime.controller.loop import Controller
@@ -90,10 +91,12 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     """The API app; each of ``extensions`` is then mounted on it, in order."""
     store = controller.store
     # Swagger UI and ReDoc from the package (fastapi-offline), not a CDN: /docs works air-gapped.
-    app = FastAPIOffline(title="Tesserae", static_url="/docs-static", version=tesserae.__version__,
+    # /redoc is our own page (``redoc``): the package's ReDoc under a policy that loads nothing external.
+    app = FastAPIOffline(title="Tesserae", static_url="/docs-static", redoc_url=None, version=tesserae.__version__,
                   description="GPU cluster scheduler: submit, watch and cancel jobs. Authenticate with "
                               "`Authorization: Bearer TOKEN` (`tesserae token create`).",
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
+    add_redoc_route(app, "/docs-static")
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(SecurityHeaders)  # the outermost: on every response, the body limit's 413 included
 

@@ -74,7 +74,7 @@ def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gp
         "total_gpus": total_gpus, "bin_start": [float(x) for x in edges[:-1]],
         "covered_seconds": [round(float(x), 6) for x in covered],
         "gpu_hours": {u: [round(float(x) / 3600.0, 6) for x in v] for u, v in sorted(per_user.items())},
-        "utilization": [round(float(b) / t, 6) if t > 0 else None for b, t in zip(busy, there, strict=True)],
+        "utilization": [round(float(b) / float(t), 6) if t > 0 else None for b, t in zip(busy, there, strict=True)],
         "utilization_mean": round(held / float(there.sum()), 6) if there.sum() > 0 else None,
         "gpu_hours_total": {u: round(float(v.sum()) / 3600.0, 6) for u, v in sorted(per_user.items())},
         "queues": None,

@@ -5,7 +5,6 @@ Counts only (no job names or users), so any token may read it. Time before the s
 existed is left out.
 """
 
-from __future__ import annotations
 
 import json
 import math
