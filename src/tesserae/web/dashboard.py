@@ -29,7 +29,7 @@ from tesserae.web.templating import environment
 #: Scripts only from our own files; styles may be inline (the grid's colours); nothing external.
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
        "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
-NAV = (("cluster", "Cluster"), ("queue", "Queue"), ("jobs", "Jobs"), ("usage", "Usage"))
+NAV = (("cluster", "Cluster"), ("queue", "Queue"), ("jobs", "Jobs"), ("usage", "Usage"), ("queues", "Queues"))
 
 
 class ApiError(Exception):

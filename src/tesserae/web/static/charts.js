@@ -19,7 +19,7 @@
       var span = vals.length > 1 ? vals[vals.length - 1] - vals[0] : 0;
       return vals.map(function (v) {
         var s = clock(v, span > 86400);
-        return span > 86400 ? s.slice(5) : s.slice(0, 5);
+        return span > 86400 ? s.slice(5) : span > 600 ? s.slice(0, 5) : s;  // seconds on spans under 10 min
       });
     }};
   }
@@ -50,7 +50,7 @@
                            : {label: "time (h)", value: function (u, v) { return v == null ? "-" : +v.toPrecision(4) + " h"; }};
       var series = [xSeries];
       runs.forEach(function (r, i) {
-        series.push({label: r.label, stroke: palette[i % palette.length], width: 1.4, spanGaps: true,
+        series.push({label: r.label, stroke: palette[i % palette.length], width: 1.4, spanGaps: true, points: {show: false},
                      fill: runs.length === 1 ? "rgba(47,111,219,.10)" : undefined,
                      paths: uPlot.paths.stepped({align: 1})});
       });

@@ -72,12 +72,14 @@
     if (!window.uPlot) return;
     var C = window.TesseraeCharts, charts = {};
     var xSeries = {label: "time", value: function (u, v) { return v == null ? "-" : C.clock(v, true); }};
-    function draw(id, data, series, yLabel, fmt) {
+    function draw(id, data, series, yLabel, fmt, yRange) {
       var el = document.getElementById(id);
       if (charts[id]) { charts[id].setData(data); return; }
+      var scales = {x: {time: true}};
+      if (yRange) scales.y = {range: yRange};
       charts[id] = C.make({height: 260, series: [xSeries].concat(series),
                            axes: [C.timeAxis(""), {label: yLabel, values: function (u, vals) { return vals.map(fmt); }}],
-                           scales: {x: {time: true}}}, data, el);
+                           scales: scales}, data, el);
     }
     function load() {
       getJSON(box.getAttribute("data-usage"))
@@ -86,7 +88,7 @@
           var users = Object.keys(u.gpu_hours);
           var series = [], data = [x];
           users.forEach(function (name, i) {
-            series.push({label: name, stroke: C.palette[i % C.palette.length], width: 2, points: {show: false}});
+            series.push({label: name, stroke: C.palette[i % C.palette.length], width: 2, points: {show: true, size: 4}});
             data.push(u.gpu_hours[name]);
           });
           if (!users.length) { series.push({label: "(nobody)", stroke: "#767676"}); data.push(x.map(function () { return 0; })); }
@@ -95,7 +97,8 @@
           }
           draw("chart-users", data, series, "GPU-hours", tidy);
           draw("chart-util", [x, u.utilization.map(function (v) { return v == null ? null : 100 * v; })],
-               [{label: "utilisation %", stroke: "#1e8e4f", fill: "rgba(30,142,79,.12)", width: 2}], "%", tidy);
+               [{label: "utilisation %", stroke: "#1a7d45", fill: "rgba(30,142,79,.12)", width: 2,
+                 points: {show: true, size: 5}}], "%", tidy, [0, 100]);
           setTimeout(load, 15000);
         })
         .catch(function () { setTimeout(load, 15000); });
