@@ -47,18 +47,18 @@ class ApiClient:
         self._client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://tesserae.local",
                                          timeout=60.0)
 
-    async def call(self, method: str, token: str, path: str, **params: Any) -> httpx.Response:
-        return await self._client.request(method, path, params=params or None,
+    async def call(self, method: str, token: str, path: str, *, body: Any = None, **params: Any) -> httpx.Response:
+        return await self._client.request(method, path, params=params or None, json=body,
                                           headers={"Authorization": f"Bearer {token}"})
 
     async def json(self, token: str, path: str, **params: Any) -> Any:
         r = await self.call("GET", token, path, **params)
         if r.status_code != 200:
-            raise ApiError(r.status_code, _detail(r))
+            raise ApiError(r.status_code, api_detail(r))
         return r.json()
 
 
-def _detail(r: httpx.Response) -> str:
+def api_detail(r: httpx.Response) -> str:
     try:
         return str(r.json().get("detail", r.text))
     except (ValueError, AttributeError):

@@ -13,7 +13,7 @@ from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from tesserae.runtime.controller.loop import Controller
-from tesserae.web import cluster_pages, job_pages, queue_pages
+from tesserae.web import admin_pages, cluster_pages, job_pages, queue_pages
 from tesserae.web import session as sess
 from tesserae.web.assets import STATIC_DIR, STATIC_URL
 from tesserae.web.dashboard import Dashboard
@@ -82,6 +82,7 @@ def mount_web(app: FastAPI, controller: Controller, info: dict[str, Any]) -> Das
     cluster_pages.register(dash)
     job_pages.register(dash)
     queue_pages.register(dash)
+    admin_pages.register(dash)
 
     @app.api_route("/ui/{rest:path}", methods=["GET", "POST"], include_in_schema=False)
     def not_found(request: Request, rest: str) -> Response:

@@ -46,6 +46,7 @@ from tesserae.runtime.api.limits import DEFAULT_MAX_BODY, ERROR_RESPONSES, BodyL
 from tesserae.runtime.api.models import SubmitError, TokenRequest
 from tesserae.runtime.api.queues import add_queue_routes
 from tesserae.runtime.api.redoc import add_redoc_route
+from tesserae.runtime.api.tokens import add_token_routes
 from tesserae.runtime.api.views import prometheus_text
 from tesserae.runtime.api.what_if import add_what_if_routes
 from tesserae.runtime.controller.loop import Controller
@@ -144,6 +145,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     add_what_if_routes(app, controller, Who)
     add_cluster_routes(app, controller, Who, info)
     add_history_routes(app, controller, Who)
+    add_token_routes(app, controller, Who)
 
     @app.post("/v1/tokens", status_code=201, tags=["server"])
     def create_token(req: TokenRequest, who: Who) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from typing import Annotated, Any
 import numpy as np
 from fastapi import FastAPI, Query
 
+from tesserae.runtime.api.history import node_health
+from tesserae.runtime.api.limits import MAX_WINDOW
 from tesserae.runtime.controller import pending
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.store import allocations, counts, jobs
@@ -24,8 +26,6 @@ from tesserae.scheduling.base import QueueInspect
 
 #: Most time bins one usage query may ask for.
 MAX_BINS = 500
-#: Longest usage window (seconds): a year.
-MAX_WINDOW = 366 * 86400.0
 
 
 def node_view(controller: Controller) -> list[dict[str, Any]]:
@@ -103,9 +103,11 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
 
     @app.get("/v1/nodes", tags=["cluster"])
     def nodes(who: Who) -> dict[str, Any]:
-        """Nodes of the cluster with their GPUs (global ids as in ``/v1/cluster``) and state
-        (``alive``, ``draining`` or ``dead``)."""
-        return {"nodes": node_view(controller)}
+        """Nodes of the cluster with their GPUs (global ids as in ``/v1/cluster``), state (``alive``,
+        ``draining`` or ``dead``) and health: ``last_heartbeat`` (when the executor last heard from
+        the node; for the local machine, the controller's own heartbeat: ``heartbeat_of``) and
+        ``lost_runs`` (per GPU id, runs whose processes vanished there in the last 24 h)."""
+        return {"nodes": node_health(controller, node_view(controller), time.time())}
 
     @app.get("/v1/queue", tags=["cluster"])
     def queue(who: Who) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """The API's cluster over time (``/v1/cluster/history``): GPUs in use and jobs waiting over a past
-window, the live counterpart of the simulator report's timeline (``core.timeseries``).
+window, the live counterpart of the simulator report's timeline (``core.timeseries``); and each
+node's health for ``/v1/nodes`` (``node_health``): when it was last heard from, and the runs lost
+on its GPUs lately.
 
 Counts only (no job names or users), so any token may read it. Time before the server's store
 existed is left out.
@@ -14,7 +16,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, Query
 
 from tesserae.core.timeseries import MAX_POINTS, busy_and_waiting, peak_sample
-from tesserae.runtime.api.cluster import MAX_WINDOW
+from tesserae.runtime.api.limits import MAX_WINDOW
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.store import history
 
@@ -33,6 +35,29 @@ def cluster_history(controller: Controller, now: float, window: float, points: i
     return {"start": start, "end": now, "total_gpus": len(controller.executor.gpus),
             "t": [round(float(x), 3) for x in t], "gpus": [int(x) for x in cols["gpus"]],
             "queued": [int(x) for x in cols["queued"]], "sampled": sampled}
+
+
+#: How far back ``node_health`` counts lost runs.
+LOST_WINDOW = 86400.0
+
+
+def node_health(controller: Controller, nodes: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+    """``nodes`` (``NodeState`` dicts) with ``last_heartbeat``: when the executor last heard from the
+    node, or for a node it does not track (the local machine), the controller's own heartbeat, with
+    ``heartbeat_of`` saying which; and ``lost_runs``: per GPU id, the runs that ended ``lost`` (their
+    processes vanished) there in the last ``LOST_WINDOW`` seconds."""
+    lost: dict[int, int] = {}
+    for r in history.lost_runs_since(controller.store, now - LOST_WINDOW):
+        for g in json.loads(r["gpus"]):
+            lost[int(g)] = lost.get(int(g), 0) + 1
+    beat = controller.store.meta("heartbeat")
+    out = []
+    for n in nodes:
+        own = n.get("last_seen") is None
+        out.append({**n, "last_heartbeat": (float(beat) if beat else None) if own else n["last_seen"],
+                    "heartbeat_of": "controller" if own else "node",
+                    "lost_runs": {str(g): lost[g] for g in n["gpus"] if g in lost}})
+    return out
 
 
 def add_history_routes(app: FastAPI, controller: Controller, Who: Any) -> None:

@@ -20,6 +20,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tesserae.runtime.job.files import MAX_INT
 
 DEFAULT_MAX_BODY = 1 << 20
+#: Longest window (seconds) a query over past time may ask for (usage, the cluster over time): a year.
+MAX_WINDOW = 366 * 86400.0
 
 
 def check_text(value: str) -> str:

@@ -92,7 +92,9 @@ class ViewChange:
 
 @dataclass(frozen=True)
 class NodeState:
-    """A node of the view, for display: ``state`` is ``alive``, ``draining`` or ``dead``."""
+    """A node of the view, for display: ``state`` is ``alive``, ``draining`` or ``dead``;
+    ``last_seen`` is when the executor last heard from it (Unix seconds; None where it does not
+    track that: the local machine is the server's own, Slurm keeps its own)."""
 
     id: str
     name: str
@@ -100,6 +102,7 @@ class NodeState:
     gpu_type: str
     gpus: list[int]
     state: str
+    last_seen: float | None = None
 
 
 class Executor(Protocol[RunT]):

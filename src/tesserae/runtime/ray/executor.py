@@ -128,7 +128,7 @@ class RayExecutor:
         return self.roster.view.cluster
 
     def nodes(self) -> list[NodeState]:
-        return node_states(self.roster.view, self.roster.ready, self.roster.unreachable)
+        return node_states(self.roster.view, self.roster.ready, self.roster.unreachable, self.poller.answered)
 
     def watch(self, now: float) -> bool:
         """Called by the controller every tick: poll (throttled); True when nodes joined or left."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,12 @@ RETRY_AFTER = 10.0
 READY_GRACE = 10.0
 
 
-def node_states(view: View, ready: Collection[str], unreachable: Collection[str] = ()) -> list[NodeState]:
+def node_states(view: View, ready: Collection[str], unreachable: Collection[str] = (),
+                answered: Mapping[str, float] | None = None) -> list[NodeState]:
     """Each node of the committed view: ``alive``, ``draining`` (Ray drains it), ``unreachable`` (its
     agent does not answer) or ``dead`` (not ready any more: gone from Ray); a node not ``alive``
-    leaves the view at the next decision."""
+    leaves the view at the next decision. ``answered``: when each node's agent last answered a poll."""
+    answered = answered or {}
     draining: set[str] = set()
     with contextlib.suppress(Exception):  # a private Ray call: without it no node shows as draining
         from ray._private.state import state as ray_state
@@ -61,7 +63,7 @@ def node_states(view: View, ready: Collection[str], unreachable: Collection[str]
         state = ("dead" if n.node_id not in ready else "unreachable" if n.node_id in unreachable
                  else "draining" if n.node_id in draining else "alive")
         out.append(NodeState(n.node_id, n.hostname or n.ip, n.ip, n.gpu_type, list(range(first, first + len(n.gpus))),
-                             state))
+                             state, answered.get(n.node_id)))
         first += len(n.gpus)
     return out
 
@@ -269,6 +271,8 @@ class AgentPoller:
         self._warned: dict[str, float] = {}
         self._failing: dict[str, float] = {}  # node id -> since when its polls fail
         self._pinged: dict[str, float] = {}
+        #: When each node's agent last answered a poll (wall-clock seconds): its heartbeat, for display.
+        self.answered: dict[str, float] = {}
         self._last_sync = 0.0
 
     def forget(self, node_id: str) -> None:
@@ -346,5 +350,6 @@ class AgentPoller:
                 self.log(f"ray: polling the agent on node {node_id[:12]} failed: {first_line(e)}")
                 continue
             self._failing.pop(node_id, None)
+            self.answered[node_id] = time.time()
             for part_dir, st in statuses.items():
                 self.on_status(part_dir, st)

@@ -17,6 +17,11 @@ def runs_overlapping(store: Store, since: float) -> list[Row]:
                        "WHERE end_time IS NULL OR end_time > ? ORDER BY start_time, id", (since,))
 
 
+def lost_runs_since(store: Store, since: float) -> list[Row]:
+    """The runs that ended ``lost`` (their processes vanished) after ``since``: ``gpus`` (JSON), ``end_time``."""
+    return store.query("SELECT gpus, end_time FROM allocations WHERE outcome='lost' AND end_time > ?", (since,))
+
+
 def jobs_alive_since(store: Store, since: float) -> list[Row]:
     """Every job not finished by ``since``: ``id``, ``submit_time``, ``finish_time`` (None while active)."""
     return store.query("SELECT id, submit_time, finish_time FROM jobs WHERE finish_time IS NULL OR finish_time > ? "
