@@ -30,7 +30,7 @@ queues:
     users: [bob]
 """
 WIDTHS = (1440, 390)
-PAGES = ("/ui/cluster", "/ui/queue", "/ui/jobs", "/ui/usage", "/ui/queues")
+PAGES = ("/ui/cluster", "/ui/queue", "/ui/jobs", "/ui/usage", "/ui/queues", "/ui/admin")
 
 #: The page's measurements: widths, and each job label's text and background colours.
 MEASURE = """() => {
