@@ -1,8 +1,9 @@
 """The dashboard at a desktop's and a phone's width, in Debian's Chromium (issue 30).
 
 At 1440 and 390 px, every page: no horizontal page scroll (wide tables scroll in their own box),
-the header as wide as the page, every job label at WCAG AA contrast (4.5:1) or better, no request
-to any host but the server, and a held job's badge says "held". Screenshots of each page at each
+the header as wide as the page, charts inside the screen, a footer in the flow (it covers nothing),
+every job label at WCAG AA contrast (4.5:1) or better, no request to any host but the server, and
+a held job's badge says "held". Screenshots of each page at each
 width go to out/test-screenshots/ (look at them).
 """
 
@@ -46,8 +47,10 @@ MEASURE = """() => {
     return {job: el.dataset.job, ratio: ratio(rgb(s.color), rgb(s.backgroundColor))};
   });
   const header = document.querySelector("header.top").getBoundingClientRect();
+  const canvases = [...document.querySelectorAll("canvas")].map(c => Math.round(c.getBoundingClientRect().right));
   return {scroll: document.documentElement.scrollWidth, inner: window.innerWidth,
-          header: Math.round(header.right - header.left), labels: labels};
+          header: Math.round(header.right - header.left), labels: labels, charts: canvases,
+          footer: getComputedStyle(document.querySelector("footer")).position};
 }"""
 
 
@@ -97,6 +100,8 @@ def test_pages_fit_the_screen_label_contrast_and_no_outside_requests(layout_serv
             for path in (*PAGES, f"/ui/jobs/{held}", f"/ui/jobs/{running[0]}", "/docs", "/redoc"):
                 page.goto(s.url + path)
                 page.wait_for_load_state("networkidle")
+                if path in ("/ui/usage", "/ui/cluster"):
+                    expect(page.locator(".chart canvas").first).to_be_visible()
                 if path == "/redoc":
                     expect(page.get_by_text("/v1/queue", exact=False).first).to_be_attached(timeout=45000)
                     continue  # ReDoc's own layout; what matters here is that it asks nobody else
@@ -106,6 +111,8 @@ def test_pages_fit_the_screen_label_contrast_and_no_outside_requests(layout_serv
                 label = f"{path} at {width} px"
                 assert m["scroll"] <= m["inner"], f"{label}: the page is {m['scroll']} px wide, the screen {m['inner']}"
                 assert m["header"] >= m["inner"] - 1, f"{label}: the header ends at {m['header']} px"
+                assert all(right <= m["inner"] for right in m["charts"]), f"{label}: a chart ends at {m['charts']} px"
+                assert m["footer"] in ("static", "relative"), f"{label}: the footer is {m['footer']}: it covers text"
                 for lab in m["labels"]:
                     assert lab["ratio"] >= 4.5, f"{label}: job {lab['job']}'s label contrast is {lab['ratio']:.2f}:1"
                 if path == "/ui/cluster":
