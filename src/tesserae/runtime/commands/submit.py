@@ -29,14 +29,16 @@ def _warn_relative_paths(args: list[str], job_id: int) -> None:
                   highlight=False, markup=False, soft_wrap=True)
 
 
-def _duration(text: str, field: str) -> float:
+def parse_duration_option(text: str, field: str) -> float:
+    """Seconds from a duration option (``parse_duration``); one clear line naming ``field`` otherwise."""
     try:
         return parse_duration(text)
     except ValueError as e:
         raise InputError(str(e), field=field) from None
 
 
-def _job_ids(items: list[str] | None, field: str) -> list[int]:
+def job_ids(items: list[str] | None, field: str) -> list[int]:
+    """Job ids from repeated ``ID[,ID...]`` options."""
     return [parse_job_id(part.strip(), field) for item in items or [] for part in item.split(",") if part.strip()]
 
 
@@ -45,15 +47,15 @@ def lifecycle_payload(time_limit: str | None, retries: int, retry_backoff: str, 
     """The submission's lifecycle fields (``runtime.controller.lifecycle``) from the command line, checked here."""
     out: dict[str, Any] = {}
     if time_limit is not None:
-        out["time_limit"] = _duration(time_limit, "--time-limit")
+        out["time_limit"] = parse_duration_option(time_limit, "--time-limit")
     if retries:
         out["retries"] = retries
-        out["retry_backoff"] = 0.0 if retry_backoff.strip() in ("0", "0s") else _duration(retry_backoff,
+        out["retry_backoff"] = 0.0 if retry_backoff.strip() in ("0", "0s") else parse_duration_option(retry_backoff,
                                                                                          "--retry-backoff")
     if after:
-        out["after"] = _job_ids(after, "--after")
+        out["after"] = job_ids(after, "--after")
     if after_ok:
-        out["after_ok"] = _job_ids(after_ok, "--after-ok")
+        out["after_ok"] = job_ids(after_ok, "--after-ok")
     if array is not None:
         try:
             parse_array(array)
