@@ -2,7 +2,7 @@
 cancel, hold, release and update).
 
 ``register(app)`` adds them to the main Typer app (``tesserae.cli`` calls it), in this order:
-the ``token`` group, then server, submit, jobs, show, cancel, hold, release, update, resubmit,
+the ``token`` group, then server, submit, batch, jobs, show, cancel, hold, release, update, resubmit,
 logs, cluster, usage, the ``queue`` group, what-if. Heavy imports (FastAPI, uvicorn, the scheduler) happen
 inside the commands, so the client commands start fast.
 A usage mistake (a missing argument, ``--gpus two``) is reported like every other user error: one
@@ -19,6 +19,7 @@ import typer
 
 from tesserae.runtime.commands import (
     accounting,
+    batch,
     cluster,
     control,
     jobs,
@@ -41,6 +42,7 @@ def register(app: typer.Typer, server_extensions: Sequence[AppExtension] = ()) -
     token.register(app)
     server.register(app, server_extensions)
     submit.register(app)
+    batch.register(app)
     jobs.register(app)
     control.register(app)
     lifecycle.register(app)

@@ -111,6 +111,11 @@ def submit(
     cpus: Annotated[float | None, typer.Option("--cpus", metavar="N", min=0.01, max=MAX_CPUS, help="CPU cores "
                                                "(a cgroup quota where the server can set one; always "
                                                "accounted).")] = None,
+    output: Annotated[str | None, typer.Option("--output", metavar="FILE", help="File for the job's output (and "
+                                               "errors, without --error), opened by the job in its working folder "
+                                               "(%j = job id, %a = array index); default: its log.")] = None,
+    error: Annotated[str | None, typer.Option("--error", metavar="FILE", help="File for the job's errors "
+                                              "(standard error).")] = None,
     memory: Annotated[str | None, typer.Option("--memory", metavar="SIZE", help="Memory limit: 512M, 16G (a "
                                                "cgroup limit where the server can set one; always accounted)."
                                                )] = None,
@@ -146,6 +151,9 @@ def submit(
             payload["memory_mb"] = parse_memory(memory)
         except ValueError as e:
             raise InputError(str(e), field="--memory") from None
+    for key, path in (("output", output), ("error", error)):
+        if path is not None:
+            payload[key] = path
     if queue is not None:
         payload["queue"] = queue
     if priority_class != "normal":
