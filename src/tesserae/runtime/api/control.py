@@ -12,7 +12,9 @@
   (queued or preempted, not being cancelled); 409 for a running or ended job, 422 naming the field
   for a value the cluster or the queue cannot hold (more GPUs than there are, a time limit the job
   has already used, a dependency cycle). A preempted job given another GPU count restarts from its
-  checkpoint on that many GPUs: whether it can is the job's business, as at submission.
+  checkpoint on that many GPUs: whether it can is the job's business, as at submission. An update
+  that lands while the controller applies a plan that starts the job (a window of milliseconds)
+  can see it start with the request it had when the plan was made.
 """
 
 

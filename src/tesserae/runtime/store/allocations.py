@@ -34,13 +34,11 @@ class Started:
 def record_start(store: Store, job_id: int, gpus: tuple[int, ...], partner: int | None, strategy: str | None,
                  now: float, run_dir_of: Callable[[int, int], Path]) -> Started | None:
     """The job goes ``running`` and a run of it is recorded ``starting`` (its folder: ``run_dir_of(job, run)``).
-    None when the job no longer waits (cancelled, or finished while the plan was applied) or no longer
-    asks for as many GPUs (``tesserae update --gpus`` while the plan was applied: the next decision
-    places it anew)."""
+    None when the job no longer waits (cancelled, or finished while the plan was applied)."""
     with store.tx() as c:
         cur = c.execute("UPDATE jobs SET state='running', first_start=COALESCE(first_start, ?), last_start=?, "
-                        "reason='' WHERE id=? AND state IN ('queued', 'preempted') AND cancel_requested=0 "
-                        "AND num_gpus=?", (now, now, job_id, len(gpus)))
+                        "reason='' WHERE id=? AND state IN ('queued', 'preempted') AND cancel_requested=0",
+                        (now, now, job_id))
         if cur.rowcount != 1:
             return None
         job = c.execute("SELECT * FROM jobs WHERE id=?", (job_id,)).fetchone()
