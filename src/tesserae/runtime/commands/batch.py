@@ -162,7 +162,7 @@ def interpreter(path: str, text: str) -> list[str]:
 def batch(
     script: Annotated[Path, typer.Argument(metavar="SCRIPT", help="The script; its #TESSERAE lines are options.",
                                            show_default=False)],
-    args: Annotated[list[str] | None, typer.Argument(metavar="[ARGS]...", help="The script's arguments.",
+    args: Annotated[list[str] | None, typer.Argument(metavar="ARGS...", help="The script's arguments.",
                                                      show_default=False)] = None,
     gpus: Annotated[str | None, typer.Option("--gpus", metavar="N", help="GPUs (all at once).")] = None,
     time_limit: Annotated[str | None, typer.Option("--time-limit", metavar="DURATION", help="Most run time.")

@@ -17,7 +17,7 @@ from tesserae.core.errors import InputError
 from tesserae.runtime.commands.common import client, console, duration, err, parse_job_id
 from tesserae.runtime.commands.submit import job_ids, parse_duration_option
 
-JobIds = Annotated[list[str] | None, typer.Argument(metavar="[ID...]", help="Job ids (with filters: only those "
+JobIds = Annotated[list[str] | None, typer.Argument(metavar="ID...", help="Job ids (with filters: only those "
                                                     "of them that match).", show_default=False)]
 User = Annotated[str | None, typer.Option("--user", "-u", help="Only this user's jobs (another user's: admin "
                                           "token).")]
