@@ -148,7 +148,7 @@ def test_every_usage_line_and_argument_shows_no_type_placeholder() -> None:
         assert "...]..." not in usage and "{" not in usage and "<" not in usage, (command, usage)
         assert "<list[" not in out, (command, out)
     assert tesserae("submit", "--help").stdout.startswith("Usage: tesserae submit [OPTIONS] [-- CMD [ARGS]...]\n")
-    assert tesserae("hold", "--help").stdout.startswith("Usage: tesserae hold [OPTIONS] ID...\n")
+    assert tesserae("hold", "--help").stdout.startswith("Usage: tesserae hold [OPTIONS] [ID...]\n")  # or filters
     assert tesserae("trace", "info", "--help").stdout.startswith("Usage: tesserae trace info [OPTIONS] PATH\n")
     assert "--env <str>" in tesserae("submit", "--help").stdout
 

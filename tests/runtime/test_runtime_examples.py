@@ -65,12 +65,17 @@ def test_the_toy_trainer_docstring_works_as_pasted(server: Server) -> None:
         assert f'"value": {toy_value(200)}' in result
 
 
-def test_a_relative_script_path_gets_a_note_at_submit_time(server: Server) -> None:
+def test_a_relative_script_path_is_refused_and_a_relative_data_path_gets_a_note(server: Server) -> None:
+    """The script cannot exist in the job's own folder: refused at submission (issue 30), not accepted and
+    then failing; another argument that names a file here only gets a note."""
     p = paste("tesserae submit --gpus 1 -- python examples/toy_trainer.py --iterations 1", server)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "'examples/toy_trainer.py' is a relative path, but the job runs in its own folder" in p.stderr
+    assert "--workdir ." in p.stderr
+    p = paste("tesserae submit --gpus 1 -- python -c 'import sys; print(sys.argv)' examples/toy_trainer.py", server)
     assert p.returncode == 0, p.stderr
     assert "'examples/toy_trainer.py'" in p.stderr and "$PWD/examples/toy_trainer.py" in p.stderr
-    assert "--workdir ." in p.stderr
-    server.wait_state(int(p.stdout), ("completed", "failed"), timeout=60)  # it fails, as the note says
+    server.wait_state(int(p.stdout), ("completed", "failed"), timeout=60)
 
 
 needs_torch = pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="PyTorch is not installed")

@@ -183,7 +183,7 @@ def test_bad_lifecycle_input_is_a_422_naming_the_field(shared_server: Server, bo
     (["submit", "--after", "x", "--", "true"], "'x' is not a job id"),
     (["submit", "--retries", "500", "--", "true"], "--retries"),
     (["hold", "99999"], "job 99999 does not exist"),
-    (["release"], "Missing argument"),
+    (["release"], "name the jobs to release"),
 ])
 def test_bad_lifecycle_arguments_give_one_clear_line(shared_server: Server, args: list[str], needle: str,
                                                      monkeypatch: pytest.MonkeyPatch,

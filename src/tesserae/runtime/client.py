@@ -168,6 +168,15 @@ class Client:
         """``POST /v1/jobs/ID/ACTION``: cancel, hold, release or resubmit."""
         return self.call("POST", f"/v1/jobs/{job_id}/{action}").json()
 
+    def bulk(self, action: str, selection: dict[str, Any]) -> dict[str, Any]:
+        """``POST /v1/bulk/ACTION`` (cancel, hold, release) on the jobs ``selection`` names (ids and
+        filters): what was done, per job."""
+        return self.call("POST", f"/v1/bulk/{action}", json=selection).json()
+
+    def update(self, job_id: int, changes: dict[str, Any]) -> dict[str, Any]:
+        """``PATCH /v1/jobs/ID``: change a waiting job's time limit, GPUs, queue or dependencies."""
+        return self.call("PATCH", f"/v1/jobs/{job_id}", json=changes).json()
+
     def logs(self, job_id: int, offset: int = 0, tail: int | None = None, **where: int | None
              ) -> tuple[bytes, int, str]:
         """Log bytes from ``offset`` (or the last ``tail`` lines), the next offset, the job's state;

@@ -32,6 +32,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -86,7 +87,10 @@ class ServerOptions:
 
 
 def say(msg: str) -> None:
-    print(f"tesserae server: {msg}", file=sys.stderr, flush=True)
+    """One line of the server's log (stderr; ``STATE/server.log`` when detached), stamped with the local
+    time and its UTC offset to the millisecond, so an operator can line it up with other logs."""
+    stamp = datetime.now().astimezone().isoformat(timespec="milliseconds")
+    print(f"{stamp} tesserae server: {msg}", file=sys.stderr, flush=True)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -246,7 +250,8 @@ def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
     controller = Controller(folder.store, executor, scheduler, cluster, state,
                             ControllerConfig(round_seconds=opts.run.round_seconds, grace_seconds=opts.grace_seconds,
                                              event_driven=opts.event_driven, tick=opts.tick),
-                            isolation=isolation, job_root=folder.job_root, reserve_job_id=folder.sidecar.reserve)
+                            log=say, isolation=isolation, job_root=folder.job_root,
+                            reserve_job_id=folder.sidecar.reserve)
     controller.tenancy = tenancy
     controller.predictor = Predictor(opts.run.round_seconds, opts.event_driven,
                                      restart_seconds=opts.predict_restart_seconds, run=opts.run)

@@ -14,9 +14,10 @@ client that lost the answer can ask again without submitting twice.
 
 Here: the app, its error handlers, and the server's own routes (health, whoami, tokens, metrics).
 Every route is authenticated by one dependency (``auth``); the job routes are ``jobs`` (hold,
-release and resubmit: ``lifecycle``; usage: ``accounting``); the cluster views ``cluster`` (over time: ``history``); the
-tenant queues ``queues``; predictions under another policy ``what_if``; the bodies and submission
-checks ``models``; the answers ``views``. A new group of routes is a module with an
+release and resubmit: ``lifecycle``; bulk actions and updates of a waiting job: ``control``;
+usage: ``accounting``); the cluster views ``cluster`` (over time: ``history``); the tenant queues
+``queues``; predictions under another policy ``what_if``; the bodies and submission checks
+``models``; the answers ``views``. A new group of routes is a module with an
 ``add_..._routes(app, controller, Who)``, called from ``create_app``. The dashboard (``/ui``) is
 not the API's: the ``tesserae server`` command mounts it (``AppExtension``), so the runtime never
 imports ``tesserae.web``.
@@ -38,6 +39,7 @@ import tesserae
 from tesserae.runtime.api.accounting import add_accounting_routes
 from tesserae.runtime.api.auth import authenticated
 from tesserae.runtime.api.cluster import add_cluster_routes
+from tesserae.runtime.api.control import add_control_routes
 from tesserae.runtime.api.headers import SecurityHeaders
 from tesserae.runtime.api.history import add_history_routes
 from tesserae.runtime.api.jobs import add_job_routes
@@ -140,6 +142,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
 
     add_job_routes(app, controller, Who)
     add_lifecycle_routes(app, controller, Who)
+    add_control_routes(app, controller, Who)
     add_accounting_routes(app, controller, Who)
     add_queue_routes(app, controller, Who)
     add_what_if_routes(app, controller, Who)

@@ -37,6 +37,13 @@ def node_view(controller: Controller) -> list[dict[str, Any]]:
     return [asdict(node) for node in controller.executor.nodes()]
 
 
+def unavailable_gpus(controller: Controller) -> dict[int, str]:
+    """The GPUs of nodes that are not ``alive`` (unreachable, draining, dead), by id, with their node's
+    state: the scheduler no longer starts anything there, so they are not free, whatever still runs
+    on them until its runs are closed."""
+    return {gpu: node.state for node in controller.executor.nodes() if node.state != "alive" for gpu in node.gpus}
+
+
 def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gpus: int,
                  user: str | None, *, since: float = 0.0) -> dict[str, Any]:
     """GPU-hours per user per time bin, and utilisation, over the last ``window`` seconds.
@@ -87,17 +94,23 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(who: Who) -> dict[str, Any]:
-        """GPUs, what runs on each, and the queue."""
+        """GPUs, what runs on each, and the queue. A GPU of a node that is not alive (unreachable,
+        draining, dead) is ``available: false`` with its node's state, and counts as neither free nor
+        in use unless a run still holds it."""
         on_gpu: dict[int, list[dict[str, Any]]] = {}
         for a in allocations.unended_with_owner(store):
             mine = who.admin or a["user"] == who.user
             for g in json.loads(a["gpus"]):
                 on_gpu.setdefault(g, []).append({"job": int(a["job_id"]), "user": a["user"],
                                                  "name": a["name"] if mine else None, "phase": a["phase"]})
+        down = unavailable_gpus(controller)
         gpus = [{"id": i, "device": g.device, "type": g.gpu_type, "name": g.name, "memory_gb": g.memory_gb,
-                 "virtual": g.virtual, "jobs": on_gpu.get(i, [])} for i, g in enumerate(controller.executor.gpus)]
+                 "virtual": g.virtual, "jobs": on_gpu.get(i, []), "available": i not in down,
+                 "node_state": down.get(i, "alive")} for i, g in enumerate(controller.executor.gpus)]
         return {**info, "gpus": gpus, "gpus_total": len(gpus),
-                "gpus_in_use": sum(1 for g in gpus if g["jobs"]), "jobs": counts.jobs_by_state(store),
+                "gpus_in_use": sum(1 for g in gpus if g["jobs"]), "gpus_unavailable": len(down),
+                "gpus_free": sum(1 for g in gpus if g["available"] and not g["jobs"]),
+                "jobs": counts.jobs_by_state(store),
                 "queue": pending.queue_view(controller, None if who.admin else who.user),
                 "rounds": controller.stats.rounds, "last_decision_time": controller.stats.last_decision}
 

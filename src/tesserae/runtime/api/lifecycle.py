@@ -24,7 +24,8 @@ from tesserae.runtime.store.database import FINAL_STATES, RUNNABLE_STATES, Princ
 
 #: The columns a resubmission copies.
 _SPEC = ("user", "name", "job_type", "num_gpus", "command", "shell", "env", "workdir", "nproc", "iterations",
-         "time_limit", "retries", "retry_backoff", "gpu_type", "cpus", "memory_mb", "queue", "priority_class")
+         "time_limit", "retries", "retry_backoff", "gpu_type", "cpus", "memory_mb", "queue", "priority_class",
+         "output", "error")
 
 
 def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None:

@@ -25,6 +25,7 @@ from tesserae.runtime.controller.lifecycle import (
     parse_array,
 )
 from tesserae.runtime.job import env as job_env
+from tesserae.runtime.job import output as job_output
 from tesserae.runtime.job.resources import MAX_CPUS, MAX_MEMORY_MB
 
 if TYPE_CHECKING:
@@ -87,6 +88,11 @@ class JobSubmission(BaseModel):
                                  description="Run only on GPUs of this type (as the cluster names them).")
     cpus: float | None = Field(None, gt=0, le=MAX_CPUS, description="CPU cores the job uses (a cgroup CPU quota "
                                "where the server may set one; always accounted).")
+    output: SafeStr | None = Field(None, min_length=1, max_length=job_output.MAX_PATH, description="File for the "
+                                   "job's output (and errors, without `error`), opened by the job in its working "
+                                   "folder; %j = job id, %A = array id, %a = array index.")
+    error: SafeStr | None = Field(None, min_length=1, max_length=job_output.MAX_PATH, description="File for the "
+                                  "job's errors (standard error), as `output`.")
     memory_mb: int | None = Field(None, ge=1, le=MAX_MEMORY_MB, description="Memory limit in MiB (a cgroup "
                                   "memory limit where the server may set one; always accounted).")
 
@@ -167,10 +173,16 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
             raise SubmitError("workdir", f"'{sub.workdir}' is not an absolute path")
         if not os.path.isdir(workdir):
             raise SubmitError("workdir", f"'{sub.workdir}' is not a directory on the server")
+    for field in ("output", "error"):
+        path = getattr(sub, field)
+        why = None if path is None else job_output.check_path(path, workdir)
+        if why is not None:
+            raise SubmitError(field, f"'{path}': {why}")
     if len(set(sub.after) | set(sub.after_ok)) > MAX_DEPENDENCIES:
         raise SubmitError("after", f"a job has at most {MAX_DEPENDENCIES} dependencies")
     if sub.shell:
         return
+    check_script(sub.command, workdir)
     prog = sub.command[0]
     if "/" in prog:
         path = prog
@@ -190,6 +202,55 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
             found = None
         if found is None:
             raise SubmitError("command", f"'{prog}' is not found on the server's PATH")
+
+
+_SHELLS = re.compile(r"^(sh|bash|zsh|dash|ksh)$")
+_PYTHON = re.compile(r"^python[0-9.]*$")
+
+
+def script_argument(argv: list[str]) -> str | None:
+    """The script an interpreter command runs (``python train.py``, ``bash run.sh``, ``torchrun ...
+    train.py``), or None when there is none to check (``python -m``, ``sh -c``, another program)."""
+    prog, args = os.path.basename(argv[0]), argv[1:]
+    python = bool(_PYTHON.match(prog))
+    if python or _SHELLS.match(prog):
+        takes_value = ("-W", "-X") if python else ("-o", "+o", "-O", "+O")
+        no_script = "cm" if python else "cs"  # -c code, -m module; a shell's -c string, -s (stdin)
+        skip = False
+        for a in args:
+            if skip:
+                skip = False
+            elif a in takes_value:
+                skip = True
+            elif a in ("-", "--") or (a[:1] == "-" and a[:2] != "--" and any(f in a[1:] for f in no_script)):
+                return None
+            elif a[:1] not in ("-", "+"):
+                return a
+        return None
+    if prog == "torchrun":
+        if any(a in ("-m", "--module", "--no-python", "--no_python") for a in args):
+            return None
+        return next((a for a in args if not a.startswith("-") and "=" not in a and a.endswith(".py")), None)
+    return None
+
+
+def check_script(argv: list[str], workdir: str | None) -> None:
+    """The script of an interpreter command can exist where the job runs: a relative path needs a
+    workdir (the job's own folder starts empty), and the file must be there on the server."""
+    script = script_argument(argv)
+    if script is None:
+        return
+    if not os.path.isabs(script):
+        if workdir is None:
+            raise SubmitError("command", f"'{script}' is a relative path, but the job runs in its own folder on the "
+                                         "server, which starts empty; give its absolute path or a workdir "
+                                         "(tesserae submit --workdir .)")
+        path = os.path.join(workdir, script)
+    else:
+        path = script
+    if not os.path.isfile(path):
+        where = f"in {workdir} " if not os.path.isabs(script) else ""
+        raise SubmitError("command", f"the script '{script}' does not exist {where}on the server")
 
 
 def check_env_allowed(env: Mapping[str, str], controller: "Controller") -> None:
@@ -217,7 +278,7 @@ def check_gpu_type(gpu_type: str, gpus: int, controller: "Controller") -> None:
 
 #: Fields added after the first idempotency keys were stored (tenant queues, lifecycle controls, resources).
 _LATER_FIELDS = ("queue", "priority_class", "time_limit", "retries", "retry_backoff", "after", "after_ok", "array",
-                 "hold", "gpu_type", "cpus", "memory_mb")
+                 "hold", "gpu_type", "cpus", "memory_mb", "output", "error")
 
 
 def request_hash(sub: JobSubmission) -> str:

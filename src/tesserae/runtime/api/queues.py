@@ -9,12 +9,14 @@ and the per-queue gauges of ``/metrics``.
   next decision and is kept in the store.
 """
 
+import time
 from typing import Annotated, Any
 
 from fastapi import Body, FastAPI, HTTPException
 from fastapi import Path as PathParam
 
 from tesserae.core.queues import QUEUE_NAME_PATTERN
+from tesserae.runtime.controller.prediction import not_started
 from tesserae.runtime.controller.tenancy import QueueRefused
 from tesserae.runtime.store import counts, jobs
 from tesserae.runtime.store.database import RUNNABLE_STATES, Principal
@@ -48,10 +50,13 @@ def annotate(controller: Any, views: list[dict[str, Any]]) -> list[dict[str, Any
     """Add each job's predicted start and finish. (Why a job waits is ``pending``'s, tenant queues
     included: one of its rules.)"""
     predictor = controller.predictor
+    now = time.time()
     for v in views:
         waiting = v["state"] in WAITING
         if predictor is not None:
             start, finish = predictor.lookup(v["id"])
+            if waiting:
+                start, finish = not_started(start, finish, now)
             v["predicted_start"] = start if waiting else None
             v["predicted_finish"] = finish if v["state"] in (*WAITING, "running") else None
     return views

@@ -12,12 +12,12 @@ from tesserae.runtime.store.database import Principal, Store
 
 
 def lifecycle_columns(sub: JobSubmission) -> dict[str, Any]:
-    """The ``jobs`` columns of the submission's lifecycle controls (``lifecycle``) and resource requests
-    (``resources``)."""
+    """The ``jobs`` columns of the submission's lifecycle controls (``lifecycle``), resource requests
+    (``resources``) and output files (``job.output``)."""
     after = [[j, "any"] for j in dict.fromkeys(sub.after)] + [[j, "ok"] for j in dict.fromkeys(sub.after_ok)]
     return {"time_limit": sub.time_limit, "retries": sub.retries, "retry_backoff": sub.retry_backoff,
             "held": int(sub.hold), "after": json.dumps(after), "gpu_type": sub.gpu_type, "cpus": sub.cpus,
-            "memory_mb": sub.memory_mb}
+            "memory_mb": sub.memory_mb, "output": sub.output, "error": sub.error}
 
 
 def check_dependencies(store: Store, sub: JobSubmission, who: Principal) -> None:

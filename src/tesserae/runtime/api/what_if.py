@@ -4,6 +4,7 @@ placement or queue config, both simulated from the same snapshot of the latest d
 yet; 422 naming the field for an unknown policy, placement or a bad queue config.
 """
 
+import time
 from typing import Any
 
 from fastapi import FastAPI, HTTPException
@@ -11,8 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tesserae.core.errors import InputError
 from tesserae.runtime.api.limits import ErrorBody
+from tesserae.runtime.controller.prediction import not_started
 from tesserae.runtime.controller.tenancy import QueueRefused
 from tesserae.runtime.store import jobs as stored_jobs
+from tesserae.runtime.store.database import RUNNABLE_STATES
 
 
 class WhatIf(BaseModel):
@@ -71,13 +74,18 @@ def add_what_if_routes(app: FastAPI, controller: Any, Who: Any) -> None:
             return None if v is None else v + epoch
 
         jobs = []
+        now = time.time()
         for j in ids:
             r = rows.get(j)
             if r is None or (not who.admin and r["user"] != who.user):
                 continue
+            start, finish = at(base.start.get(j)), at(base.finish.get(j))
+            alt_start, alt_finish = at(alt.start.get(j)), at(alt.finish.get(j))
+            if r["state"] in RUNNABLE_STATES:  # not started: as of now (``prediction.not_started``)
+                start, finish = not_started(start, finish, now)
+                alt_start, alt_finish = not_started(alt_start, alt_finish, now)
             jobs.append({"id": j, "name": r["name"], "user": r["user"], "state": r["state"],
-                         "start": at(base.start.get(j)), "finish": at(base.finish.get(j)),
-                         "what_if_start": at(alt.start.get(j)), "what_if_finish": at(alt.finish.get(j))})
+                         "start": start, "finish": finish, "what_if_start": alt_start, "what_if_finish": alt_finish})
         submit = {j: float(r["submit_time"]) for j, r in rows.items()}
         return {"policy": base.policy, "what_if_policy": alt.policy, "jobs": jobs,
                 "avg_jct": _average_jct(base, submit, epoch), "what_if_avg_jct": _average_jct(alt, submit, epoch),

@@ -1,8 +1,9 @@
-"""The runtime's commands of ``tesserae``, one module each (``jobs`` holds jobs, show and cancel).
+"""The runtime's commands of ``tesserae``, one module each (``jobs`` holds jobs and show; ``control``
+cancel, hold, release and update).
 
 ``register(app)`` adds them to the main Typer app (``tesserae.cli`` calls it), in this order:
-the ``token`` group, then server, submit, jobs, show, cancel, hold, release, resubmit, logs,
-cluster, usage, the ``queue`` group, what-if. Heavy imports (FastAPI, uvicorn, the scheduler) happen
+the ``token`` group, then server, submit, batch, jobs, show, cancel, hold, release, update, resubmit,
+logs, cluster, usage, the ``queue`` group, what-if. Heavy imports (FastAPI, uvicorn, the scheduler) happen
 inside the commands, so the client commands start fast.
 A usage mistake (a missing argument, ``--gpus two``) is reported like every other user error: one
 line on stderr and exit status 2 (``cli_help.TesseraeCommand``). A new command is a module here
@@ -18,7 +19,9 @@ import typer
 
 from tesserae.runtime.commands import (
     accounting,
+    batch,
     cluster,
+    control,
     jobs,
     lifecycle,
     logs,
@@ -39,7 +42,9 @@ def register(app: typer.Typer, server_extensions: Sequence[AppExtension] = ()) -
     token.register(app)
     server.register(app, server_extensions)
     submit.register(app)
+    batch.register(app)
     jobs.register(app)
+    control.register(app)
     lifecycle.register(app)
     logs.register(app)
     cluster.register(app)

@@ -27,13 +27,17 @@ def cluster(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
         print(json.dumps(info, indent=2))
         return
     counts = ", ".join(f"{n} {s}" for s, n in info["jobs"].items() if n)
-    console.print(f"[bold]{info['gpus_in_use']}/{info['gpus_total']} GPUs in use[/] ({info['cluster']}, "
+    down = info.get("gpus_unavailable") or 0
+    console.print(f"[bold]{info['gpus_in_use']}/{info['gpus_total']} GPUs in use[/]"
+                  + (f", [bold]{down} unavailable[/]" if down else "") + f" ({info['cluster']}, "
                   f"{info['gpu_source']}); policy {info['policy']}, placement {info['placement']}, rounds of "
                   f"{info['round_seconds']:g} s; jobs: {counts or 'none'}", highlight=False)
     gpu_rows = []
     for g in info["gpus"]:
         jobs_text = ", ".join(f"{j['job']} ({j['user']}{', ' + j['phase'] if j['phase'] != 'running' else ''})"
                               for j in g["jobs"]) or "-"
+        if not g.get("available", True):
+            jobs_text = f"unavailable (node {g['node_state']})" + ("" if jobs_text == "-" else f": {jobs_text}")
         gpu_rows.append([str(g["id"]), g["type"], g["device"], jobs_text])
     print_table(console, [Col("GPU", "right"), Col("TYPE"), Col("DEVICE", priority=1),
                           Col("JOBS", wrap=True, min_width=16)], gpu_rows)

@@ -1,4 +1,4 @@
-"""``tesserae jobs``, ``show`` and ``cancel``: your jobs, one job in detail, cancelling one."""
+"""``tesserae jobs`` and ``show``: your jobs, one job in detail (``cancel`` is ``control``'s)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ from tesserae.runtime.commands.job_fields import FIELDS, TIME_HELP, parse_fields
 
 
 def register(app: typer.Typer) -> None:
-    for command in (jobs, show, cancel):
+    for command in (jobs, show):
         app.command(cls=OneLineErrors)(command)
 
 
@@ -147,11 +147,7 @@ def lifecycle_rows(j: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("cpus", f"{j['cpus']:g}"))
     if j.get("memory_mb") is not None:
         rows.append(("memory", f"{j['memory_mb']} MiB"))
+    for key in ("output", "error"):
+        if j.get(key):
+            rows.append((key, j[key]))
     return rows
-
-
-def cancel(job_id: Annotated[str, typer.Argument(metavar="ID", help="Job id.")]) -> None:
-    """Cancel a job (a running job gets SIGTERM, then SIGKILL after the grace period)."""
-    with client() as c:
-        j = c.cancel(parse_job_id(job_id))
-    console.print(f"job {j['id']}: {'cancelled' if j['state'] == 'cancelled' else 'cancelling'}")

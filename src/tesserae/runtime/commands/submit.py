@@ -29,14 +29,16 @@ def _warn_relative_paths(args: list[str], job_id: int) -> None:
                   highlight=False, markup=False, soft_wrap=True)
 
 
-def _duration(text: str, field: str) -> float:
+def parse_duration_option(text: str, field: str) -> float:
+    """Seconds from a duration option (``parse_duration``); one clear line naming ``field`` otherwise."""
     try:
         return parse_duration(text)
     except ValueError as e:
         raise InputError(str(e), field=field) from None
 
 
-def _job_ids(items: list[str] | None, field: str) -> list[int]:
+def job_ids(items: list[str] | None, field: str) -> list[int]:
+    """Job ids from repeated ``ID[,ID...]`` options."""
     return [parse_job_id(part.strip(), field) for item in items or [] for part in item.split(",") if part.strip()]
 
 
@@ -45,15 +47,15 @@ def lifecycle_payload(time_limit: str | None, retries: int, retry_backoff: str, 
     """The submission's lifecycle fields (``runtime.controller.lifecycle``) from the command line, checked here."""
     out: dict[str, Any] = {}
     if time_limit is not None:
-        out["time_limit"] = _duration(time_limit, "--time-limit")
+        out["time_limit"] = parse_duration_option(time_limit, "--time-limit")
     if retries:
         out["retries"] = retries
-        out["retry_backoff"] = 0.0 if retry_backoff.strip() in ("0", "0s") else _duration(retry_backoff,
+        out["retry_backoff"] = 0.0 if retry_backoff.strip() in ("0", "0s") else parse_duration_option(retry_backoff,
                                                                                          "--retry-backoff")
     if after:
-        out["after"] = _job_ids(after, "--after")
+        out["after"] = job_ids(after, "--after")
     if after_ok:
-        out["after_ok"] = _job_ids(after_ok, "--after-ok")
+        out["after_ok"] = job_ids(after_ok, "--after-ok")
     if array is not None:
         try:
             parse_array(array)
@@ -109,6 +111,11 @@ def submit(
     cpus: Annotated[float | None, typer.Option("--cpus", metavar="N", min=0.01, max=MAX_CPUS, help="CPU cores "
                                                "(a cgroup quota where the server can set one; always "
                                                "accounted).")] = None,
+    output: Annotated[str | None, typer.Option("--output", metavar="FILE", help="File for the job's output (and "
+                                               "errors, without --error), opened by the job in its working folder "
+                                               "(%j = job id, %a = array index); default: its log.")] = None,
+    error: Annotated[str | None, typer.Option("--error", metavar="FILE", help="File for the job's errors "
+                                              "(standard error).")] = None,
     memory: Annotated[str | None, typer.Option("--memory", metavar="SIZE", help="Memory limit: 512M, 16G (a "
                                                "cgroup limit where the server can set one; always accounted)."
                                                )] = None,
@@ -144,6 +151,9 @@ def submit(
             payload["memory_mb"] = parse_memory(memory)
         except ValueError as e:
             raise InputError(str(e), field="--memory") from None
+    for key, path in (("output", output), ("error", error)):
+        if path is not None:
+            payload[key] = path
     if queue is not None:
         payload["queue"] = queue
     if priority_class != "normal":

@@ -128,6 +128,15 @@ class Predictor:
         return run
 
 
+def not_started(start: float | None, finish: float | None, now: float) -> tuple[float | None, float | None]:
+    """A waiting job's predicted (start, finish) as of ``now``: a start the prediction put before now
+    (it is as old as the latest decision, and the job has not started) is now, and its finish moves
+    with it, so a job that has not started never shows a start and an end that have passed."""
+    if start is None or start >= now:
+        return start, finish
+    return now, None if finish is None else finish + (now - start)
+
+
 def _fork(snap: Snapshot) -> Snapshot:
     """An independent copy of a snapshot (a prediction mutates its table and policy)."""
     s = snap.scheduler

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tesserae.core.cluster import Cluster
-from tesserae.core.jobs import JobSpec, JobStatus, JobTable
+from tesserae.core.jobs import Controls, JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.runtime.controller import lifecycle
 from tesserae.runtime.controller.runs import Live, RunBook
@@ -87,6 +87,12 @@ def fill_rows(table: JobTable, rows: list[Any], running: dict[int, Live], now: f
     return active
 
 
+def _limit(row: Any) -> Controls | None:
+    """A job's time limit, for the predictions: a simulated run ends there, as the real one will
+    (``lifecycle``). The other controls are the controller's own (blocked jobs are not active)."""
+    return None if row["time_limit"] is None else Controls(time_limit=float(row["time_limit"]))
+
+
 class Rounds:
     def __init__(self, store: Store, executor: Executor[Any], scheduler: Scheduler, cluster: Cluster,
                  runs: RunBook, log: Callable[[str], None]) -> None:
@@ -118,7 +124,7 @@ class Rounds:
                          str(r["job_type"]) if r["job_type"] in known else "generic",
                          float(r["iterations"] or r["total_reported"] or UNKNOWN_WORK), None, str(r["user"]),
                          1.0, str(r["name"]), queue=str(r["queue"]), priority_class=str(r["priority_class"]),
-                         gpu_type=r["gpu_type"]) for r in rows]
+                         gpu_type=r["gpu_type"], controls=_limit(r)) for r in rows]
         table = self.table_for(specs)
         row_of = {int(r["id"]): i for i, r in enumerate(rows)}
         running = self.runs.running()

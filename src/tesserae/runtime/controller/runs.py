@@ -27,6 +27,7 @@ from tesserae.runtime.controller.faults import Faults
 from tesserae.runtime.controller.outcomes import classify
 from tesserae.runtime.executor.protocol import Executor, Launch, Run
 from tesserae.runtime.job import env as job_env
+from tesserae.runtime.job import output as job_output
 from tesserae.runtime.job.isolation import Isolation, prepare_workspace
 from tesserae.runtime.job.paths import JobPaths
 from tesserae.runtime.store import allocations, jobs
@@ -127,6 +128,7 @@ class RunBook:
         argv = json.loads(job["command"])
         if job["shell"]:
             argv = ["/bin/sh", "-c", argv[0]]
+        argv = job_output.wrap(argv, job)  # --output/--error: opened by the job itself
         workspace = prepare_workspace(self.paths.job_root, job_id, account)
         cwd = Path(job["workdir"]) if job["workdir"] else workspace / "work"
         live.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

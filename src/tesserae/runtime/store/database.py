@@ -35,7 +35,7 @@ from tesserae.core.errors import InputError
 from tesserae.runtime.store.integrity import new_store_id
 
 DB_NAME = "tesserae.db"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 TOKEN_PREFIX = "tsr_"
 
 JOB_STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -103,7 +103,9 @@ CREATE TABLE IF NOT EXISTS jobs (
     resubmit_of INTEGER,
     gpu_type TEXT,
     cpus REAL,
-    memory_mb INTEGER
+    memory_mb INTEGER,
+    output TEXT,
+    error TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user);
@@ -138,7 +140,8 @@ CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
 #: The columns version N -> N+1 adds to ``jobs``. 1 -> 2: submissions carry an idempotency key.
 #: 2 -> 3: jobs belong to a tenant queue and a priority class. 3 -> 4: lifecycle controls
 #: (``lifecycle``: time limit, retries, hold, dependencies, arrays, resubmission) and resource requests
-#: (a GPU type, CPUs, memory: ``resources``). A column already there is not added again: a version-3
+#: (a GPU type, CPUs, memory: ``resources``). 4 -> 5: files for the job's output and errors
+#: (``job.output``). A column already there is not added again: a version-3
 #: store written by the lifecycle branch before it met the queues has the 3 -> 4 columns and lacks the
 #: 2 -> 3 ones, so every step's missing columns are added whatever version the store says it is.
 _MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
@@ -149,6 +152,7 @@ _MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
         ("retry_at", "REAL"), ("held", "INTEGER NOT NULL DEFAULT 0"), ("after", "TEXT NOT NULL DEFAULT '[]'"),
         ("array_job", "INTEGER"), ("array_index", "INTEGER"), ("resubmit_of", "INTEGER"),
         ("gpu_type", "TEXT"), ("cpus", "REAL"), ("memory_mb", "INTEGER")),
+    4: (("output", "TEXT"), ("error", "TEXT")),
 }
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS jobs_finish ON jobs(finish_time);
