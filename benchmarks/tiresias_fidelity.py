@@ -30,12 +30,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 from _report import SHARED_DATA, machine, today
 from tesserae.core.cluster import parse_cluster_spec
+from tesserae.core.jobs import JobSpec
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.traces import generate_workload
 
@@ -130,6 +132,23 @@ def our_command(case: Case, inputs: Path, out: str) -> list[str]:
 
 
 # ----------------------------------------------------------------------------------- inputs
+def write_tiresias_trace(path: Path, specs: Sequence[JobSpec]) -> None:
+    """Tiresias' job CSV of ``specs`` (in their order, ids 0..n-1), times in whole seconds."""
+    submit = [round(s.submit_time) for s in specs]
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval"])
+        for i, s in enumerate(specs):
+            duration = max(1, round(s.duration or 0.0))
+            gap = submit[i + 1] - submit[i] if i + 1 < len(specs) else 0
+            w.writerow([i, s.num_gpus, submit[i], duration, s.job_type, duration, gap])
+
+
+def write_one_node_cluster(path: Path, gpus: int) -> None:
+    """Tiresias' cluster CSV of one switch with one node of ``gpus`` GPUs."""
+    path.write_text(f"num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,mem_p_node\n1,1,{gpus},128,256\n")
+
+
 def write_inputs(inputs: Path) -> None:
     """The generated traces (whole seconds, Tiresias' job CSV) and the one-node cluster specs."""
     inputs.mkdir(parents=True, exist_ok=True)
@@ -138,17 +157,9 @@ def write_inputs(inputs: Path) -> None:
         if not t.jobs:
             continue
         specs = generate_workload(t.jobs, t.load, parse_cluster_spec(f"1x{t.gpus}"), model, seed=t.seed)
-        submit = [round(s.submit_time) for s in specs]
-        with t.path(inputs).open("w", newline="") as f:
-            w = csv.writer(f)
-            w.writerow(["job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration", "interval"])
-            for i, s in enumerate(specs):
-                duration = max(1, round(s.duration or 0.0))
-                gap = submit[i + 1] - submit[i] if i + 1 < len(specs) else 0
-                w.writerow([i, s.num_gpus, submit[i], duration, s.job_type, duration, gap])
+        write_tiresias_trace(t.path(inputs), specs)
     for gpus in sorted({c.gpus for c in CASES}):
-        cluster_file(inputs, gpus).write_text("num_switch,num_node_p_switch,num_gpu_p_node,num_cpu_p_node,"
-                                              f"mem_p_node\n1,1,{gpus},128,256\n")
+        write_one_node_cluster(cluster_file(inputs, gpus), gpus)
     print(f"wrote the inputs to {inputs}; the peer's command lines (from its simulator/ folder):")
     cases = {c.name: c for c in [*CASES, *(c for pair in PEER_ONLY for c in pair)]}
     for case in cases.values():
@@ -294,8 +305,9 @@ def section(args: argparse.Namespace, rows: list[dict]) -> str:
     cons_text = ""
     if cons and cons_ff:
         cons_text = (
-            f"\n- **Placement.** The peer's `count` scheme only counts GPUs. On one node `first-fit` lays every "
-            f"pass out from scratch, so a job runs exactly when enough GPUs are free, as there. "
+            f"\n- **Placement.** The peer's `count` scheme only counts GPUs. `first-fit` counts GPUs too (a "
+            f"running job keeps its GPUs, a starting one takes any free ones), so a job runs exactly when "
+            f"enough GPUs are free, as there. "
             f"`consolidated` keeps running jobs on their GPUs and, when a job ahead in the order needs GPUs "
             f"held by jobs behind it, evicts the holder with the highest row, not the one last in the "
             f"order: on {cons['case'].trace} that alone moves average JCT to {_pct(cons['diff'])} "
@@ -341,9 +353,8 @@ as in the peer; `first-fit` on one node is the peer's `count`, see below; the LA
 {before_text}Wall time is each process from start to exit, ours including Python start-up and imports (about a
 second); a ratio above 1 means ours took longer. The peer's runs and ours ran minutes apart on a
 2-core machine shared with other work, so the ratios are rough. Ours took {min(walls):.1f}-{max(walls):.1f}x the
-peer's time here. On these one-node traces the peer only counts GPUs, while ours lays every admitted
-job out on GPU ids at each decision (`first-fit`) and advances the jobs through its engine; a
-cProfile of the slowest case puts most of our time there and little in the policy.
+peer's time here. Speed is compared in one run, each case back to back, by `benchmarks/peer_speed.py`
+(BENCHMARKS.md, *Speed against the peers' own simulators*).
 
 **Target: average JCT within 1% of the peer.** Met on {len(met)} of {len(matched)} cases.{miss_text}
 

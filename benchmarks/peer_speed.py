@@ -1,0 +1,423 @@
+"""Speed against the peers' own simulators: Tiresias' and Gavel's, side by side on the same inputs.
+
+    .venv/bin/python benchmarks/peer_speed.py \\
+        --tiresias PEERS/tiresias/simulator --tiresias-commit SHA \\
+        --gavel PEERS/gavel/scheduler --gavel-python PEERS/gavel-venv/bin/python --gavel-commit SHA \\
+        [--case NAME ...] [--repeats N] [--timeout S] [--work DIR] [--write]
+
+Each case runs the peer's simulator and ``tesserae simulate`` on the same input files, one after
+the other in the same run (``--repeats`` alternates them), each as a plain process: its wall time
+and its CPU time (user + system, from the process's own resource usage) are measured around the
+whole process, start-up and imports included. The table gives ours / peer for both; a ratio at
+or below 1 means ours is as fast or faster. Both processes get the same environment with one
+BLAS/OpenMP thread (the machine is shared), and the peer's output goes to a file, as ours does.
+The average JCT of both runs is shown beside the times: the two simulators computed the same
+schedule (fidelity is measured by ``tiresias_fidelity.py`` and ``gavel_fidelity.py``).
+
+Peers, prepared by hand outside this repository (this script never fetches, patches or builds
+them; ``--tiresias`` and ``--gavel`` are their folders):
+
+- Tiresias (SymbioticLab/Tiresias ``simulator/``): the Python 3 copy that
+  ``docs/reproduction/tiresias.md`` describes, run by ``--tiresias-python`` (default: python3)
+  as ``run_sim.py --scheme=count``; ``fifo`` is ours ``fifo --no-backfill``, ``dlas-gpu`` is
+  ``tiresias-las`` and ``dlas-gpu-gittins`` is ``tiresias-gittins`` (Tiresias' queues 3250,7200
+  GPU-s), all event-driven, on one node, first-fit placement, no restart cost.
+- Gavel (stanford-futuredata/gavel ``scheduler/``, ``make rpc_stubs`` done, the one-line NumPy 2
+  change of ``docs/reproduction/gavel.md``) in the virtual environment of ``--gavel-python``:
+  ``scripts/drivers/simulate_scheduler_with_trace.py``; its traces are written by its own
+  ``scripts/utils/generate_trace.py`` into ``--work``. ``max_min_fairness_perf`` is ours
+  ``gavel-maxmin``, ``max_min_fairness_packed`` is ``gavel-maxmin --packing`` and ``fifo_perf``
+  is ``gavel-fifo``, on one-GPU servers with 360 s rounds and no restart cost.
+
+Inputs for Tiresias: its own ``60_job.csv`` and windows of the Philly-derived trace (job types
+drawn with seed 0, whole seconds, Tiresias' job CSV), each on one node. ``--write`` puts the table
+in the ``peer_speed`` section of BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import tesserae as tesserae_package
+from _report import SHARED_DATA, machine, today, update_section
+from gavel_fidelity import POLICIES as GAVEL_POLICIES
+from gavel_fidelity import our_command as gavel_our_command
+from gavel_fidelity import read_gavel_log
+from tesserae.profiles.default_model import DefaultModel
+from tesserae.traces import read_trace
+from tiresias_fidelity import NO_ROUNDS, PRIOR, QUEUES, read_jobs, write_one_node_cluster, write_tiresias_trace
+
+DAY = 86400.0
+PHILLY = SHARED_DATA / "philly" / "philly.csv"
+#: Single-threaded BLAS and OpenMP for both sides: the measuring machine is shared.
+THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+# ----------------------------------------------------------------------------------- cases
+@dataclasses.dataclass(frozen=True)
+class TiresiasTrace:
+    name: str
+    days: tuple[float, float] | None  # a window of the Philly trace, days from its first submission
+    gpus: int
+
+    def path(self, work: Path) -> Path:
+        return SHARED_DATA / "tiresias" / "60_job.csv" if self.days is None and self.name == "60_job" \
+            else work / "tiresias" / f"{self.name}.csv"
+
+
+TIRESIAS_TRACES = {t.name: t for t in [
+    TiresiasTrace("60_job", None, 8),
+    TiresiasTrace("philly_d75-80", (75.0, 80.0), 128),
+    TiresiasTrace("philly_d20-25", (20.0, 25.0), 256),
+    TiresiasTrace("philly_all", (0.0, 1e9), 512),
+]}
+
+#: Tiresias' --schedule -> ours.
+TIRESIAS_POLICIES = {
+    "fifo": ["--policy", "fifo", "--no-backfill"],
+    "dlas-gpu": ["--policy", "tiresias-las", "--queues", QUEUES, "--promote-knob", "0"],
+    "dlas-gpu-gittins": ["--policy", "tiresias-gittins", "--queues", QUEUES, "--promote-knob", "0",
+                         "--gittins-prior", str(PRIOR)],
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class GavelTrace:
+    """A trace written by Gavel's generate_trace.py: ``jobs`` jobs, mean inter-arrival ``lam`` s."""
+
+    name: str
+    jobs: int
+    lam: float
+    seed: int
+    multi_gpu: bool
+
+    def path(self, work: Path) -> Path:
+        return work / "gavel" / f"{self.name}.trace"
+
+    def generate_args(self, out: Path) -> list[str]:
+        return ["scripts/utils/generate_trace.py", "--num_jobs", str(self.jobs), "-l", f"{self.lam:g}",
+                "--seed", str(self.seed), *(["-m"] if self.multi_gpu else []),
+                "--throughputs_file", "simulation_throughputs.json", "--output_file", str(out)]
+
+
+def _gavel_trace(kind: str, gpus: int) -> GavelTrace:
+    """The fidelity study's traces (at 12 GPUs: multi 200 jobs, -l 2400; single 150 jobs, -l 500),
+    scaled to ``gpus`` at the same offered load: jobs x gpus/12, inter-arrival x 12/gpus."""
+    jobs, lam, seed, multi = {"multi": (200, 2400.0, 1, True), "single": (150, 500.0, 4, False)}[kind]
+    f = gpus / 12
+    return GavelTrace(f"{kind}_g{gpus}", round(jobs * f), lam / f, seed, multi)
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    peer: str  # "tiresias" or "gavel"
+    trace: str
+    policy: str  # the peer's name
+    gpus: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.peer}:{self.trace}:{self.policy}"
+
+
+def _gavel_vpk(gpus: int) -> str:
+    """V100:P100:K80 counts, a third of the GPUs each."""
+    third = gpus // 3
+    return f"{third}:{third}:{third}"
+
+
+def all_cases(gavel_sizes: list[int]) -> list[Case]:
+    cases = [Case("tiresias", t, p, TIRESIAS_TRACES[t].gpus)
+             for t in ("60_job", "philly_d75-80", "philly_d20-25", "philly_all")
+             for p in ("fifo", "dlas-gpu", "dlas-gpu-gittins")]
+    for g in gavel_sizes:
+        cases += [Case("gavel", f"multi_g{g}", "max_min_fairness_perf", g),
+                  Case("gavel", f"multi_g{g}", "fifo_perf", g),
+                  Case("gavel", f"single_g{g}", "max_min_fairness_packed", g)]
+    return cases
+
+
+# ----------------------------------------------------------------------------------- inputs
+def write_tiresias_inputs(work: Path, traces: set[str]) -> None:
+    (work / "tiresias").mkdir(parents=True, exist_ok=True)
+    philly = None
+    for name in sorted(traces):
+        t = TIRESIAS_TRACES[name]
+        write_one_node_cluster(work / "tiresias" / f"n1g{t.gpus}.csv", t.gpus)
+        if t.days is None or t.path(work).is_file():
+            continue
+        if philly is None:
+            philly = read_trace(PHILLY, "philly", DefaultModel(), seed=0)
+        lo, hi = t.days[0] * DAY, t.days[1] * DAY
+        window = sorted((s for s in philly if lo <= s.submit_time < hi), key=lambda s: s.submit_time)
+        write_tiresias_trace(t.path(work), [dataclasses.replace(s, submit_time=s.submit_time - lo) for s in window])
+
+
+def write_gavel_inputs(work: Path, traces: set[str], gavel: Path, python: str) -> None:
+    (work / "gavel").mkdir(parents=True, exist_ok=True)
+    for name in sorted(traces):
+        kind, g = name.split("_g")
+        t = _gavel_trace(kind, int(g))
+        if not t.path(work).is_file():
+            subprocess.run([python, *t.generate_args(t.path(work).resolve())], cwd=gavel, check=True,
+                           stdout=subprocess.DEVNULL)
+
+
+# ----------------------------------------------------------------------------------- commands
+def tiresias_peer_command(case: Case, work: Path, python: str, out: Path) -> list[str]:
+    t = TIRESIAS_TRACES[case.trace]
+    return [python, "run_sim.py", f"--cluster_spec={(work / 'tiresias' / f'n1g{t.gpus}.csv').resolve()}",
+            "--scheme=count", f"--trace_file={t.path(work).resolve()}", f"--schedule={case.policy}",
+            f"--log_path={out.resolve()}"]
+
+
+def tiresias_our_command(case: Case, work: Path, out: Path) -> list[str]:
+    t = TIRESIAS_TRACES[case.trace]
+    return ["tesserae", "simulate", "--trace", str(t.path(work)), "--format", "tiresias",
+            "--cluster", str(work / "tiresias" / f"n1g{t.gpus}.csv"), *TIRESIAS_POLICIES[case.policy],
+            "--placement", "first-fit", "--event-driven", "--restart-overhead", "0",
+            "--round-seconds", str(NO_ROUNDS), "--out", str(out), "-q"]
+
+
+def gavel_peer_command(case: Case, work: Path, python: str) -> list[str]:
+    kind, g = case.trace.split("_g")
+    t = _gavel_trace(kind, int(g))
+    return [python, "scripts/drivers/simulate_scheduler_with_trace.py", "-t", str(t.path(work).resolve()),
+            "-p", case.policy, "-c", _gavel_vpk(case.gpus), "--throughputs_file", "simulation_throughputs.json",
+            "--seed", "0", "--time_per_iteration", "360"]
+
+
+@dataclasses.dataclass
+class Timing:
+    wall: float
+    cpu: float
+    finished: bool
+
+
+def child_env() -> dict[str, str]:
+    """The environment of every timed process: one thread, and bytecode caches used (as after any
+    installation; a machine that sets PYTHONDONTWRITEBYTECODE would otherwise compile every module
+    of both simulators from source at every start)."""
+    env = {**os.environ, **THREADS}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+def compile_sources(python: str, folder: Path) -> None:
+    """Write the bytecode caches of one side's sources before anything is timed."""
+    subprocess.run([python, "-m", "compileall", "-q", str(folder)], env=child_env(), check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def timed(cmd: list[str], cwd: Path | None, log: Path, timeout: float) -> Timing:
+    """Run ``cmd`` to completion (or kill it after ``timeout`` s); its wall and CPU seconds."""
+    env = child_env()
+    with log.open("w") as f:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=env)
+        killer = threading.Timer(timeout, p.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            killer.cancel()
+        wall = time.perf_counter() - t0
+    p.returncode = os.waitstatus_to_exitcode(status)
+    finished = p.returncode == 0
+    if not finished and wall < timeout:
+        sys.exit(f"{shlex.join(cmd)} failed (exit {p.returncode}); its output is in {log}")
+    return Timing(wall, usage.ru_utime + usage.ru_stime, finished)
+
+
+def avg_jct_tiresias(peer_out: Path, ours_out: Path) -> tuple[float, float, int]:
+    peer = read_jobs(peer_out / "job.csv", "JCT", "end_time")
+    ours = read_jobs(ours_out / "jobs.csv", "jct", "finish_time")
+    if sorted(peer) != sorted(ours):
+        sys.exit(f"{peer_out}: the two runs finished different jobs ({len(peer)} against {len(ours)})")
+    n = len(peer)
+    return sum(v[0] for v in peer.values()) / n, sum(v[0] for v in ours.values()) / n, n
+
+
+def avg_jct_gavel(peer_log: Path, ours_out: Path) -> tuple[float, float, int]:
+    jct, _, _ = read_gavel_log(peer_log)
+    ours = json.loads((ours_out / "summary.json").read_text())
+    return sum(jct.values()) / len(jct), float(ours["avg_jct"]), len(jct)
+
+
+def run_case(case: Case, args: argparse.Namespace) -> dict:
+    work: Path = args.work
+    runs = work / "runs" / case.name.replace(":", "_")
+    runs.mkdir(parents=True, exist_ok=True)
+    tesserae = str(Path(sys.executable).parent / "tesserae")
+    if case.peer == "tiresias":
+        peer_cmd = tiresias_peer_command(case, work, args.tiresias_python, runs / "peer")
+        ours_cmd = tiresias_our_command(case, work, runs / "ours")
+        peer_cwd = args.tiresias
+    else:
+        kind, g = case.trace.split("_g")
+        peer_cmd = gavel_peer_command(case, work, args.gavel_python)
+        ours_cmd = gavel_our_command(_gavel_trace(kind, int(g)).path(work), case.policy, _gavel_vpk(case.gpus),
+                                     runs / "ours")
+        peer_cwd = args.gavel
+    peer_t: list[Timing] = []
+    ours_t: list[Timing] = []
+    load = [os.getloadavg()[0]]
+    for i in range(args.repeats):
+        pair = [("peer", peer_cmd, peer_cwd, peer_t), ("ours", [tesserae, *ours_cmd[1:]], None, ours_t)]
+        for side, cmd, cwd, into in pair if i % 2 == 0 else pair[::-1]:
+            into.append(timed(cmd, cwd, runs / f"{side}.log", args.timeout))
+        load.append(os.getloadavg()[0])
+    row = {"case": case.name, "peer": case.peer, "trace": case.trace, "policy": case.policy, "gpus": case.gpus,
+           "peer_command": shlex.join(peer_cmd), "ours_command": shlex.join(ours_cmd), "load": load,
+           "peer_finished": all(t.finished for t in peer_t),
+           "peer_wall": statistics.median(t.wall for t in peer_t), "peer_cpu": statistics.median(t.cpu for t in peer_t),
+           "ours_wall": statistics.median(t.wall for t in ours_t), "ours_cpu": statistics.median(t.cpu for t in ours_t),
+           "repeats": args.repeats}
+    if not all(t.finished for t in ours_t):
+        sys.exit(f"{case.name}: ours did not finish within {args.timeout} s")
+    if row["peer_finished"]:
+        if case.peer == "tiresias":
+            row["peer_jct"], row["ours_jct"], row["jobs"] = avg_jct_tiresias(runs / "peer", runs / "ours")
+        else:
+            row["peer_jct"], row["ours_jct"], row["jobs"] = avg_jct_gavel(runs / "peer.log", runs / "ours")
+    return row
+
+
+# ----------------------------------------------------------------------------------- report
+def _ratio(row: dict, key: str) -> str:
+    r = row[f"ours_{key}"] / row[f"peer_{key}"]
+    text = f"{r:.2f}" if row["peer_finished"] else f"< {r:.3f}"
+    return f"**{text}**" if r > 1 else text
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| peer | trace | GPUs | jobs | peer policy | ours | peer wall (s) | ours wall (s) | wall ours / peer "
+             "| peer CPU (s) | ours CPU (s) | CPU ours / peer | avg JCT peer / ours (s) | load |",
+             "|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        ours = " ".join(TIRESIAS_POLICIES[r["policy"]][1:2] + (["(no backfill)"] if r["policy"] == "fifo" else [])
+                        if r["peer"] == "tiresias" else GAVEL_POLICIES[r["policy"]][1:])
+        unfinished = "" if r["peer_finished"] else " (killed: did not finish)"
+        jct = f"{r['peer_jct']:.0f} / {r['ours_jct']:.0f}" if "peer_jct" in r else "-"
+        lines.append(
+            f"| {r['peer']} | {r['trace']} | {r['gpus']} | {r.get('jobs', '-')} | `{r['policy']}` | `{ours}` "
+            f"| {r['peer_wall']:.2f}{unfinished} | {r['ours_wall']:.2f} | {_ratio(r, 'wall')} "
+            f"| {r['peer_cpu']:.2f} | {r['ours_cpu']:.2f} | {_ratio(r, 'cpu')} | {jct} "
+            f"| {min(r['load']):.1f}-{max(r['load']):.1f} |")
+    return "\n".join(lines)
+
+
+def section(rows: list[dict], args: argparse.Namespace) -> str:
+    examples = {}
+    for r in rows:
+        examples.setdefault(r["peer"], r)
+    cmds = "\n".join(
+        f"- {peer}: `{_anonymous(r['peer_command'], args)}` (from its folder); ours: "
+        f"`{_anonymous(r['ours_command'], args)}`" for peer, r in examples.items())
+    peers = []
+    if args.tiresias:
+        peers.append(f"Tiresias `{args.tiresias_commit}` (`simulator/run_sim.py`, Python 3 copy, "
+                     f"{_version(args.tiresias_python)})")
+    if args.gavel:
+        peers.append(f"Gavel `{args.gavel_commit}` (`scheduler/scripts/drivers/simulate_scheduler_with_trace.py`, "
+                     f"{_version(args.gavel_python)}, ECOS)")
+    return f"""## Speed against the peers' own simulators
+
+Generated by `benchmarks/peer_speed.py --write` ({today()}; {machine()}). Peers: {'; '.join(peers)}.
+Each row: the peer's simulator and `tesserae simulate` on the same input files, one after the other
+in the same run ({rows[0]['repeats'] if rows else 1} run(s) each, alternating; medians), every process
+timed whole (start-up and imports included), one BLAS/OpenMP thread for both. CPU = user + system
+seconds of the process. A ratio above 1 (bold) means ours is slower. "load" is the 1-minute load
+average before and after the case's runs. The average JCTs show both computed the same schedule.
+
+Commands, e.g.:
+{cmds}
+
+{table(rows)}
+"""
+
+
+def _version(python: str) -> str:
+    r = subprocess.run([python, "-c", "import platform; print(platform.python_version())"], capture_output=True,
+                       text=True)
+    return f"Python {r.stdout.strip()}"
+
+
+def _anonymous(cmd: str, args: argparse.Namespace) -> str:
+    """A command line without this machine's paths."""
+    for path, name in ((args.work.resolve(), "WORK"), (SHARED_DATA.resolve(), "../shared/data"),
+                       (args.work, "WORK"), (SHARED_DATA, "../shared/data")):
+        cmd = cmd.replace(str(path), name)
+    for python, name in ((args.gavel_python, "python"), (args.tiresias_python, "python3"),
+                         (str(Path(sys.executable).parent / "tesserae"), "tesserae")):
+        if python:
+            cmd = cmd.replace(python, name)
+    return cmd
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tiresias", type=Path, help="Tiresias' simulator/ folder (a Python 3 copy)")
+    ap.add_argument("--tiresias-python", default="python3")
+    ap.add_argument("--tiresias-commit", default="unknown")
+    ap.add_argument("--gavel", type=Path, help="Gavel's scheduler/ folder")
+    ap.add_argument("--gavel-python", default="python3", help="the Python of Gavel's virtual environment")
+    ap.add_argument("--gavel-commit", default="unknown")
+    ap.add_argument("--gavel-size", type=int, action="append", help="GPUs of a Gavel case (default 24 and 48)")
+    ap.add_argument("--case", action="append", help="run only these cases (PEER:TRACE:POLICY; default: all whose "
+                                                    "peer is given)")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--timeout", type=float, default=3600.0, help="seconds before a run is killed")
+    ap.add_argument("--work", type=Path, default=Path("out/peer_speed"))
+    ap.add_argument("--json", type=Path, help="also write every row to this file")
+    ap.add_argument("--write", action="store_true", help="write the peer_speed section of BENCHMARKS.md")
+    args = ap.parse_args()
+    cases = [c for c in all_cases(args.gavel_size or [24, 48]) if getattr(args, c.peer) is not None]
+    if args.case:
+        known = {c.name: c for c in all_cases(sorted({*(args.gavel_size or []), 24, 48}))}
+        unknown = [n for n in args.case if n not in known]
+        if unknown:
+            ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        cases = [known[n] for n in args.case]
+    for c in cases:
+        if getattr(args, c.peer) is None:
+            ap.error(f"{c.name} needs --{c.peer}")
+    compile_sources(sys.executable, Path(tesserae_package.__file__).parent)
+    if args.tiresias:
+        compile_sources(args.tiresias_python, args.tiresias)
+    if args.gavel:
+        compile_sources(args.gavel_python, args.gavel)
+    write_tiresias_inputs(args.work, {c.trace for c in cases if c.peer == "tiresias"})
+    if args.gavel:
+        write_gavel_inputs(args.work, {c.trace for c in cases if c.peer == "gavel"}, args.gavel, args.gavel_python)
+    rows = []
+    for c in cases:
+        rows.append(run_case(c, args))
+        r = rows[-1]
+        print(f"{c.name}: peer {r['peer_wall']:.2f} s wall / {r['peer_cpu']:.2f} s CPU, ours {r['ours_wall']:.2f} / "
+              f"{r['ours_cpu']:.2f} (CPU ratio {r['ours_cpu'] / r['peer_cpu']:.3f}), avg JCT "
+              f"{r.get('peer_jct', float('nan')):.0f} / {r.get('ours_jct', float('nan')):.0f}, load "
+              f"{min(r['load']):.1f}-{max(r['load']):.1f}", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    text = section(rows, args)
+    if args.write:
+        update_section("peer_speed", text)
+        print("wrote the peer_speed section of BENCHMARKS.md")
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
