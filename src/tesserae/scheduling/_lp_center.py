@@ -31,9 +31,12 @@ derivative along the Newton direction (exact line search by safeguarded Newton s
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 #: Relative duality gap at which the path is left: the point is then this close to the centre.
 GAP = 1e-9
@@ -79,6 +82,8 @@ class _Problem:
     structure: which entries of M = S^2 + Gx X^2 Gx' are nonzero and which block each belongs to."""
 
     def __init__(self, G: csr_matrix, h: np.ndarray, border: int) -> None:
+        from scipy.sparse import csr_matrix  # only here: a run without Gavel's LP never loads SciPy
+
         G = csr_matrix(G, dtype=np.float64, copy=True)
         G.sum_duplicates()
         G.eliminate_zeros()
@@ -126,6 +131,9 @@ class _Problem:
 
     def _blocks(self, border: int) -> None:
         """Split the first r - border rows into the connected blocks of M; group blocks by size."""
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         r, nA = self.r, self.r - border
         self.nA, self.border = nA, border
         i, k = self.slot_i, self.slot_k

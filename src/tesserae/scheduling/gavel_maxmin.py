@@ -33,8 +33,6 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 from pydantic import Field
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix, csr_matrix
 
 from tesserae.core.jobs import JobTable
 from tesserae.core.plugins import PluginOptions, RunContext
@@ -92,6 +90,8 @@ class GavelMaxMin(GavelRounds):
     def solve(self, table: JobTable, rows: list[int], pairs: list[tuple[int, int]] | None = None
               ) -> dict[Unit, np.ndarray]:
         """X of every job in ``rows`` and Y of every pair, per GPU type."""
+        from scipy.sparse import coo_matrix, csr_matrix  # only here: a run without Gavel's LP never loads SciPy
+
         t0 = time.perf_counter()
         T = len(self.types)
         pairs = pairs or []
@@ -151,6 +151,8 @@ class GavelMaxMin(GavelRounds):
     def _max_total(self, A: Any, b: np.ndarray, C: np.ndarray, sj: np.ndarray, st: np.ndarray, ca: np.ndarray,
                    cb: np.ndarray, nS: int, nV: int) -> tuple[np.ndarray | None, float]:
         """A HiGHS vertex of the max-min optimum, then the largest total at that minimum."""
+        from scipy.optimize import linprog
+
         z = nV
         bounds = np.zeros((nV + 1, 2))
         bounds[:, 1] = 1.0
