@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
+from tesserae.core.plugins import RunContext
 from tesserae.profiles.table_model import TableModel
 from tesserae.scheduling._gavel_classes import Classes, ClassPairs, pairs_complete
 from tesserae.scheduling.base import make_policy
@@ -32,7 +33,7 @@ def _solve(jobs: list[tuple[str, float]], cluster: str, by_classes: bool) -> tup
     table = JobTable(specs)
     table.set_reference_rates(MODEL)
     table.status[:] = JobStatus.QUEUED
-    p = make_policy("gavel-maxmin", packing=True)
+    p = make_policy("gavel-maxmin", context=RunContext(packing=True))
     assert isinstance(p, GavelMaxMin)
     p.bind(parse_cluster_spec(cluster), MODEL)
     p.by_classes = by_classes
@@ -88,7 +89,7 @@ def test_incomplete_pairs_fall_back_to_the_lp_over_every_pair() -> None:
     specs = [JobSpec(i, 0.0, 1, "a", 1000.0) for i in range(4)]
     table = JobTable(specs)
     table.set_reference_rates(MODEL)
-    p = make_policy("gavel-maxmin", packing=True)
+    p = make_policy("gavel-maxmin", context=RunContext(packing=True))
     assert isinstance(p, GavelMaxMin)
     p.bind(parse_cluster_spec("2x1:v100,2x1:k80"), MODEL)
     p.solve(table, [0, 1, 2, 3], [(0, 1), (2, 3)])  # not every pair: no symmetry to use
