@@ -61,10 +61,17 @@ from gavel_fidelity import our_command as gavel_our_command
 from gavel_fidelity import read_gavel_log
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.traces import read_trace
-from tiresias_fidelity import NO_ROUNDS, PRIOR, QUEUES, read_jobs, write_one_node_cluster, write_tiresias_trace
+from tiresias_fidelity import (
+    NO_ROUNDS,
+    PHILLY,
+    PRIOR,
+    QUEUES,
+    philly_window,
+    read_jobs,
+    write_one_node_cluster,
+    write_tiresias_trace,
+)
 
-DAY = 86400.0
-PHILLY = SHARED_DATA / "philly" / "philly.csv"
 #: Single-threaded BLAS and OpenMP for both sides: the measuring machine is shared.
 THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -164,9 +171,7 @@ def write_tiresias_inputs(work: Path, traces: set[str]) -> None:
             continue
         if philly is None:
             philly = read_trace(PHILLY, "philly", DefaultModel(), seed=0)
-        lo, hi = t.days[0] * DAY, t.days[1] * DAY
-        window = sorted((s for s in philly if lo <= s.submit_time < hi), key=lambda s: s.submit_time)
-        write_tiresias_trace(t.path(work), [dataclasses.replace(s, submit_time=s.submit_time - lo) for s in window])
+        write_tiresias_trace(t.path(work), philly_window(t.days, t.gpus, philly))
 
 
 def write_gavel_inputs(work: Path, traces: set[str], gavel: Path, python: str) -> None:
