@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/tiresias_fidelity.py inputs DIR
     .venv/bin/python benchmarks/tiresias_fidelity.py compare --inputs DIR --peer PEER_OUT \\
         --peer-commit SHA [--peer-fixed FIXED_OUT] [--before-src SRC] [--write]
+    .venv/bin/python benchmarks/tiresias_fidelity.py report    # the page from the results file
+    .venv/bin/python benchmarks/tiresias_fidelity.py check     # regenerate ours; fail on any difference
 
 ``inputs`` writes what both simulators read: the generated heavy traces (Tiresias' job CSV, whole
 seconds) and one-node cluster specs (Tiresias' cluster CSV), and prints the peer's command line for
@@ -12,8 +14,14 @@ from ``PEER_OUT/<case>/wall_seconds``, and compares them job by job: average JCT
 by side, the share of jobs within 10% of the peer's JCT, the per-job correlation and the wall-time
 ratio. ``--peer-fixed`` adds the same comparison against a second peer output (the peer with one
 line corrected, see the report); ``--before-src`` adds our average JCT with another source tree on
-``PYTHONPATH`` (the code before a change). ``--write`` puts the result in the Fidelity section of
-``docs/reproduction/tiresias.md``.
+``PYTHONPATH`` (the code before a change). ``--write`` puts every figure, the peer's and our
+per-job results and the timings in ``docs/reproduction/tiresias_fidelity.json`` and the Fidelity
+section of ``docs/reproduction/tiresias.md``, which ``report`` renders from that file alone.
+
+``check`` (``make reproduce-check``) needs no peer: it writes the inputs again, runs ours on every
+case, and fails unless every job's JCT and finish time equal the recorded ones (every figure of the
+section but the timings is a function of those and of the recorded peer results) and the page's
+section is exactly what ``report`` renders from the file.
 
 This script never fetches, patches, builds or runs the peer: run Tiresias' simulator yourself, as
 the report says, and hand over its output folders.
@@ -24,6 +32,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import json
 import os
 import shlex
 import subprocess
@@ -43,6 +52,7 @@ from tesserae.traces import generate_workload, read_trace
 
 ROOT = Path(__file__).resolve().parents[1]
 REPORT = ROOT / "docs" / "reproduction" / "tiresias.md"
+RESULTS = ROOT / "docs" / "reproduction" / "tiresias_fidelity.json"
 BEGIN, END = "<!-- BEGIN fidelity -->", "<!-- END fidelity -->"
 PRIOR = SHARED_DATA / "tiresias" / "yarn-gput1000.csv"
 #: Tiresias' simulator hard-codes these (jobs.py: queue_limit, num_queue = 3; gittins_delta = 3250).
@@ -259,7 +269,8 @@ def compare(args: argparse.Namespace) -> list[dict]:
             peer = read_jobs(peer_dir / "job.csv", "JCT", "end_time")
             peer_wall = float((peer_dir / "wall_seconds").read_text().split()[0])
             ours, wall = run_ours(case, args.inputs, Path(tmp))
-            row = {"case": case, **compare_jobs(peer, ours), "peer_wall": peer_wall, "ours_wall": wall}
+            row = {"case": case, **compare_jobs(peer, ours), "peer_wall": peer_wall, "ours_wall": wall,
+                   "ours_jobs": ours_per_job(ours)}
             if args.peer_fixed:
                 fixed_jobs = read_jobs(args.peer_fixed / case.name / "job.csv", "JCT", "end_time")
                 fixed = compare_jobs(fixed_jobs, ours)
@@ -282,6 +293,30 @@ def compare(args: argparse.Namespace) -> list[dict]:
         print(f"peer {a.schedule} against peer {b.schedule}: {100 * same['within10']:.1f}% of jobs within 10%, "
               f"average JCT {_pct(same['diff'])}")
     return rows
+
+
+def ours_per_job(ours: Jobs) -> dict[str, list[float]]:
+    """Our per-job JCT and finish time, by job id: what ``check`` compares."""
+    ids = sorted(ours)
+    return {"ids": ids, "jct": [ours[i][0] for i in ids], "finish": [ours[i][1] for i in ids]}
+
+
+def results(args: argparse.Namespace, rows: list[dict]) -> dict:
+    """Everything the section shows, as JSON: the page is rendered from this alone."""
+    return {"peer_commit": args.peer_commit, "before_commit": args.before_commit, "date": today(),
+            "machine": machine(), "trace_jobs": {t.name: _count(t, args.inputs) for t in TRACES.values()
+                                                 if t.philly_days},
+            "peer_only": [{"a": dataclasses.asdict(a), "b": dataclasses.asdict(b), "same": same}
+                          for a, b, same in args.peer_only],
+            "rows": [{**r, "case": dataclasses.asdict(r["case"])} for r in rows]}
+
+
+def from_results(data: dict) -> tuple[argparse.Namespace, list[dict]]:
+    """The inverse of ``results``: what ``section`` renders."""
+    meta = argparse.Namespace(peer_commit=data["peer_commit"], before_commit=data["before_commit"],
+                              date=data["date"], machine=data["machine"], trace_jobs=data["trace_jobs"],
+                              peer_only=[(Case(**p["a"]), Case(**p["b"]), p["same"]) for p in data["peer_only"]])
+    return meta, [{**r, "case": Case(**r["case"])} for r in data["rows"]]
 
 
 # ----------------------------------------------------------------------------------- report
@@ -389,8 +424,11 @@ def section(args: argparse.Namespace, rows: list[dict]) -> str:
     return f"""{BEGIN}
 ## Fidelity: side by side with Tiresias' own simulator
 
-Generated by `benchmarks/tiresias_fidelity.py compare --write` ({today()}; {machine()}); every
-figure below was measured in that run. The peer ran once per case on the same inputs.
+Generated by `benchmarks/tiresias_fidelity.py compare --write` ({args.date}; {args.machine}); every
+figure below was measured in that run, and all of them are in
+[tiresias_fidelity.json](tiresias_fidelity.json) with both sides' per-job results. The peer ran once
+per case on the same inputs. `make reproduce-check` runs our side again and checks that every figure
+but the timings comes out the same (`tiresias_fidelity.py check`).
 
 **Peer.** SymbioticLab/Tiresias at commit `{args.peer_commit}`, `simulator/run_sim.py`, scheduler
 `dlas-gpu` (2D-LAS on GPU time), `dlas-gpu-N` (PromoteKnob N) and `dlas-gpu-gittins` (2D-Gittins
@@ -416,7 +454,7 @@ Philly-like durations, 1/2/4/8-GPU jobs, types from Tiresias' nine models; whole
            for t in TRACES.values() if t.jobs)}, and a window of the Philly-derived trace written by the
 same command: {', '.join(f"{t.name} (the jobs submitted in days {t.philly_days[0]:g}-{t.philly_days[1]:g} "
                          f"after the trace's first submission that fit one node of {t.gpus} GPUs, "
-                         f"{_count(t, Path(args.inputs))} jobs, job types as `--format philly` draws them with "
+                         f"{args.trace_jobs[t.name]} jobs, job types as `--format philly` draws them with "
                          "seed 0)" for t in TRACES.values() if t.philly_days)}. Clusters: one node
 (`INPUTS/n1gG.csv`, Tiresias' cluster format, read by both).
 
@@ -466,6 +504,38 @@ peer's time here. Speed is compared in one run, each case back to back, by `benc
 """
 
 
+def check() -> int:
+    """Our side of every recorded case again, job by job, and the page against its results file."""
+    data = json.loads(RESULTS.read_text())
+    meta, rows = from_results(data)
+    bad = []
+    doc = REPORT.read_text()
+    text = section(meta, rows)
+    if BEGIN not in doc or text.rstrip("\n") not in doc:
+        bad.append(f"{REPORT.name}: the Fidelity section is not what `tiresias_fidelity.py report` renders from "
+                   f"{RESULTS.name}")
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs = Path(tmp) / "inputs"
+        write_inputs(inputs)
+        jobs = {t.name: _count(t, inputs) for t in TRACES.values() if t.philly_days}
+        if jobs != data["trace_jobs"]:
+            bad.append(f"inputs: {jobs} jobs, recorded {data['trace_jobs']}")
+        for r in rows:
+            ours, _ = run_ours(r["case"], inputs, Path(tmp))
+            got, want = ours_per_job(ours), r["ours_jobs"]
+            diff = next((f"job {i}: JCT {a} finish {b}, recorded {c} / {d}" for i, a, b, c, d in
+                         zip(got["ids"], got["jct"], got["finish"], want["jct"], want["finish"], strict=False)
+                         if (a, b) != (c, d)), None)
+            if got["ids"] != want["ids"]:
+                diff = f"{len(got['ids'])} jobs finished, recorded {len(want['ids'])}"
+            print(f"{r['case'].key}: " + ("same" if diff is None else f"DIFFERENT ({diff})"), flush=True)
+            if diff is not None:
+                bad.append(f"{r['case'].key}: {diff}")
+    for line in bad:
+        print(f"tiresias fidelity: {line}", file=sys.stderr)
+    return 1 if bad else 0
+
+
 def write_section(text: str) -> None:
     doc = REPORT.read_text()
     if BEGIN in doc and END in doc:
@@ -489,17 +559,27 @@ def main() -> int:
     c.add_argument("--peer-fixed", type=Path, help="outputs of the peer with its demotion timer corrected")
     c.add_argument("--before-src", type=Path, help="a source tree (its src/) to run as 'before this change'")
     c.add_argument("--before-commit", default="", help="the commit of that tree, for the report")
-    c.add_argument("--write", action="store_true", help="write the Fidelity section of docs/reproduction/tiresias.md")
+    c.add_argument("--write", action="store_true", help=f"write {RESULTS.name} and the Fidelity section of "
+                                                          "docs/reproduction/tiresias.md")
+    sub.add_parser("report", help=f"render the Fidelity section from {RESULTS.name}")
+    sub.add_parser("check", help="run ours on every case again; fail on any difference from the recorded results")
     args = ap.parse_args()
     args.peer_only = []
     if args.cmd == "inputs":
         write_inputs(args.dir)
         return 0
-    rows = compare(args)
-    text = section(args, rows)
-    if args.write:
-        write_section(text)
+    if args.cmd == "report":
+        write_section(section(*from_results(json.loads(RESULTS.read_text()))))
         print(f"wrote the Fidelity section of {REPORT}")
+        return 0
+    if args.cmd == "check":
+        return check()
+    data = results(args, compare(args))
+    text = section(*from_results(data))
+    if args.write:
+        RESULTS.write_text(json.dumps(data, indent=None, separators=(",", ":")) + "\n")
+        write_section(text)
+        print(f"wrote {RESULTS} and the Fidelity section of {REPORT}")
     else:
         print(text)
     return 0
