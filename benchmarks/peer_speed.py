@@ -352,7 +352,39 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def section(rows: list[dict], args: argparse.Namespace) -> str:
+#: What our CLI loads before it simulates anything (the HTML report needs Jinja2).
+LIBRARIES = "import numpy, pydantic, typer, rich.console, jinja2"
+
+
+def import_cpu(work: Path) -> float:
+    """CPU seconds of a process that only imports the third-party libraries our CLI loads (median of 3)."""
+    return statistics.median(timed([sys.executable, "-c", LIBRARIES], None, work / "imports.log", 60).cpu
+                             for _ in range(3))
+
+
+def slower_text(rows: list[dict], imports: float | None) -> str:
+    """Why ours is slower where it is: the cases where our simulation alone took less wall time than the
+    peer's whole process, so that start-up decided."""
+    slow = [r for r in rows if r["peer_finished"] and r.get("ours_finished", True)
+            and (r["ours_cpu"] > r["peer_cpu"] or r["ours_wall"] > r["peer_wall"])]
+    if not slow:
+        return "Every ratio is at or below 1."
+    startup = [r for r in slow if r["ours_simulating"] is not None and r["ours_simulating"] < r["peer_wall"]]
+    text = f"Ours is slower on {len(slow)} case(s): " + ", ".join(f"{r['trace']} `{r['policy']}`" for r in slow) + "."
+    if startup:
+        text += (" On " + ", ".join(f"{r['trace']} `{r['policy']}`" for r in startup) + " our simulation itself took "
+                 + ", ".join(f"{r['ours_simulating']:.2f} s" for r in startup) + " against the peer's whole process's "
+                 + ", ".join(f"{r['peer_wall']:.2f} s" for r in startup) + " (wall): the difference is start-up. Our "
+                 "`tesserae` command loads NumPy, pydantic, Typer, Rich and Jinja2 (for its HTML report)"
+                 + (f", which alone took {imports:.2f} s of CPU here (`python -c '{LIBRARIES}'`, median of 3, "
+                    "measured when this table was written)" if imports is not None else "")
+                 + ", and its own modules; the peer loads its few modules and NumPy. Not changed: those libraries are "
+                 "the project's interface (typed options, the CLI, the report), and a run of a few seconds is not "
+                 "what a simulator is for.")
+    return text
+
+
+def section(rows: list[dict], args: argparse.Namespace, imports: float | None = None) -> str:
     examples = {}
     for r in rows:
         examples.setdefault(r["peer"], r)
@@ -383,6 +415,8 @@ Commands, e.g.:
 {cmds}
 
 {table(rows)}
+
+{slower_text(rows, imports)}
 """
 
 
@@ -422,7 +456,18 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="keep the rows in this file, rewritten after each case: cases "
                                               "already in it are not run again, and the table shows them all")
     ap.add_argument("--write", action="store_true", help="write the peer_speed section of BENCHMARKS.md")
+    ap.add_argument("--report", action="store_true", help="with --json: the table from its rows, run no case")
     args = ap.parse_args()
+    if args.report:
+        if not args.json or not args.json.is_file():
+            ap.error("--report needs --json FILE with the rows")
+        rows = json.loads(args.json.read_text())
+        args.work.mkdir(parents=True, exist_ok=True)
+        text = section(rows, args, import_cpu(args.work))
+        if args.write:
+            update_section("peer_speed", text)
+        print(text)
+        return 0
     cases = [c for c in all_cases(args.gavel_size or [24, 48]) if getattr(args, c.peer) is not None]
     if args.case:
         known = {c.name: c for c in all_cases(sorted({*(args.gavel_size or []), 24, 48}))}
@@ -454,7 +499,7 @@ def main() -> int:
               f"{r['ours_cpu']:.2f} (CPU ratio {r['ours_cpu'] / r['peer_cpu']:.3f}), avg JCT "
               f"{r.get('peer_jct', float('nan')):.0f} / {r.get('ours_jct', float('nan')):.0f}, load "
               f"{min(r['load']):.1f}-{max(r['load']):.1f}", flush=True)
-    text = section(rows, args)
+    text = section(rows, args, import_cpu(args.work))
     if args.write:
         update_section("peer_speed", text)
         print("wrote the peer_speed section of BENCHMARKS.md")
