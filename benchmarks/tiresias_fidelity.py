@@ -468,9 +468,10 @@ as in the peer; `first-fit` on one node is the peer's `count`, see below; the LA
 
 {before_text}Wall time is each process from start to exit, ours including Python start-up and imports (about a
 second); a ratio above 1 means ours took longer. The peer's runs and ours ran at different times
-(the peer's earlier) on a 2-core machine shared with other work, so the ratios are rough. Ours took {min(walls):.1f}-{max(walls):.1f}x the
-peer's time here. Speed is compared in one run, each case back to back, by `benchmarks/peer_speed.py`
-(BENCHMARKS.md, *Speed against the peers' own simulators*).
+(the peer's earlier) on a 2-core machine shared with other work, so the ratios are rough. Ours
+took {min(walls):.1f}-{max(walls):.1f}x the peer's time here. Speed is compared in one run, each case
+back to back, by `benchmarks/peer_speed.py` (BENCHMARKS.md, *Speed against the peers' own
+simulators*).
 
 **Target: average JCT within 1% of the peer.** Met on {len(met)} of {len(matched)} cases.{miss_text}
 
