@@ -98,8 +98,8 @@ TIRESIAS_TRACES = {t.name: t for t in [
 #: Tiresias' --schedule -> ours.
 TIRESIAS_POLICIES = {
     "fifo": ["--policy", "fifo", "--no-backfill"],
-    "dlas-gpu": ["--policy", "tiresias-las", "--queues", QUEUES, "--promote-knob", "0"],
-    "dlas-gpu-gittins": ["--policy", "tiresias-gittins", "--queues", QUEUES, "--promote-knob", "0",
+    "dlas-gpu": ["--policy", "tiresias-las", "--tiresias-thresholds", QUEUES, "--promote-knob", "0"],
+    "dlas-gpu-gittins": ["--policy", "tiresias-gittins", "--tiresias-thresholds", QUEUES, "--promote-knob", "0",
                          "--gittins-prior", str(PRIOR)],
 }
 
