@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/reproduce_tesserae.py --smoke          # a few minutes: is it wired?
     .venv/bin/python benchmarks/reproduce_tesserae.py --report-only    # rewrite the report from the cache
     .venv/bin/python benchmarks/reproduce_tesserae.py --list           # the runs and whether cached
+    .venv/bin/python benchmarks/reproduce_tesserae.py --check [--only GLOB]   # make reproduce-check
 
 A placement is judged with the scheduling policy held fixed and only the placement changed. For
 each policy -- Gavel's max-min as Gavel runs it (plain LP, and packed LP whose pairs are units),
@@ -37,6 +38,9 @@ with 95% confidence intervals (Student's t on the log-ratios).
 Runs are cached in ``docs/reproduction/tesserae_results.json`` as they finish: ``--only`` runs a
 chunk (shell-style pattern over run keys, several allowed), an interrupted study resumes, and the
 report ``docs/reproduction/tesserae.md`` is rewritten from every cached run after each chunk.
+``--check`` runs the cached runs (those matching ``--only``, or all) again and fails unless every
+figure but the timings comes out the same and the report is what ``--report-only`` writes; it
+changes nothing on disk.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ from collections.abc import Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -414,6 +419,38 @@ def execute(run: Run, smoke: dict[str, int]) -> dict[str, Any]:
     out.update(key=run.key, label=s.get("label"), cpu_seconds=time.process_time() - cpu0,
                wall_seconds=time.perf_counter() - wall0)
     return out
+
+
+#: Figures of a run that are timings: ``--check`` does not compare them.
+TIMINGS = frozenset({"cpu_seconds", "wall_seconds", "decision_seconds_mean", "decision_seconds_p95",
+                     "lp_seconds_total"})
+
+
+def check(data: dict[str, Any], runs: list[Run], seeds: int, workers: int) -> int:
+    """Run ``runs`` (cached ones) again and compare every figure but the timings; and the report."""
+    global REPORT
+    import tempfile
+
+    bad = []
+    committed, REPORT = REPORT, Path(tempfile.mkdtemp()) / REPORT.name
+    write_report(data, seeds)
+    if REPORT.read_text() != committed.read_text():
+        bad.append(f"{committed.name} is not what --report-only writes from {CACHE.name}")
+    REPORT = committed
+    todo = [r for r in runs if r.key in data["runs"]]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        futures = {pool.submit(execute, r, {}): r for r in todo}
+        for fut in as_completed(futures):
+            got, want = fut.result(), data["runs"][futures[fut].key]
+            diff = [f"{k} {got.get(k)!r}, recorded {want.get(k)!r}" for k in sorted(set(got) | set(want))
+                    if k not in TIMINGS and got.get(k) != want.get(k)]
+            print(f"{got['key']}: " + ("same" if not diff else "DIFFERENT (" + "; ".join(diff[:3]) + ")"), flush=True)
+            if diff:
+                bad.append(f"{got['key']}: " + "; ".join(diff[:3]))
+    for line in bad:
+        print(f"placement study: {line}", file=sys.stderr)
+    print(f"{len(todo)} cached runs checked, {len(bad)} difference(s)")
+    return 1 if bad else 0
 
 
 # ------------------------------------------------------------------------------------------ cache
@@ -971,6 +1008,8 @@ def main() -> None:
     ap.add_argument("--report-only", action="store_true", help="rewrite the report from the cache, run nothing")
     ap.add_argument("--list", action="store_true", help="list the runs (with * when cached) and exit")
     ap.add_argument("--rerun", action="store_true", help="run matching keys again even if cached")
+    ap.add_argument("--check", action="store_true", help="run the cached runs (matching --only) again; fail unless "
+                                                         "every figure but the timings and the report are the same")
     args = ap.parse_args()
     for f in (GAVEL_JSON, NORM_SPEED, PHILLY):
         if not f.exists():
@@ -992,6 +1031,8 @@ def main() -> None:
         for r in runs:
             print(("* " if r.key in data["runs"] else "  ") + r.key)
         return
+    if args.check:
+        sys.exit(check(data, runs, args.seeds, args.workers))
     todo = [] if args.report_only else [r for r in runs if args.rerun or r.key not in data["runs"]]
     # Setting by setting in the plan's order (the most telling first), the longest runs of each first.
     settings_order = list(PLAN)

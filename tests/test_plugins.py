@@ -135,7 +135,11 @@ def test_capabilities_are_protocols() -> None:
     multi = tess.begin(two, table, {}, model)
     assert isinstance(multi, BulkKeeper) and not isinstance(multi, BulkAdmitter)
     assert isinstance(make_placement("consolidated").begin(one, table, {}, model), BulkKeeper)
-    assert not isinstance(make_placement("first-fit").begin(one, table, {}, model), BulkKeeper)
+    ff = make_placement("first-fit")
+    ff_one, ff_two = ff.begin(one, table, {}, model), ff.begin(two, table, {}, model)
+    assert isinstance(ff_one, BulkKeeper) and isinstance(ff_one, BulkAdmitter)
+    assert isinstance(ff_two, BulkKeeper) and not isinstance(ff_two, BulkAdmitter)
+    assert not isinstance(make_placement("yarn").begin(one, table, {}, model), BulkKeeper)
     assert isinstance(make_policy("tiresias-las"), QueueInspect) and not isinstance(make_policy("las"), QueueInspect)
 
 

@@ -28,6 +28,8 @@ from tesserae.placement.base import BulkAdmitter, BulkKeeper, RoundPlacer
 
 #: Seconds by which a hold must outlast ``now`` to count (a hold ending now has ended).
 HOLD_EPS = 1e-9
+#: Rows of the order the walk converts to Python at a time.
+_WALK_CHUNK = 256
 
 
 class Allocator:
@@ -99,9 +101,13 @@ class Allocator:
             return
         # Smallest gang at or after each position: the walk ends once nothing behind can fit.
         suffix_min = np.minimum.accumulate(gangs[::-1])[::-1] if order.size else gangs
-        for i, row in enumerate(order[start:].tolist(), start):
-            free = placer.free
-            if suffix_min[i] > free:
-                break
-            if (gangs[i] > free or not placer.try_admit(row)) and no_backfill:
-                break
+        # In chunks: the walk often stops early, and a long queue is not turned into a list each time.
+        for lo in range(start, order.size, _WALK_CHUNK):
+            hi = lo + _WALK_CHUNK
+            for row, gang, least in zip(order[lo:hi].tolist(), gangs[lo:hi].tolist(), suffix_min[lo:hi].tolist(),
+                                        strict=True):
+                free = placer.free
+                if least > free:
+                    return
+                if (gang > free or not placer.try_admit(row)) and no_backfill:
+                    return

@@ -13,7 +13,8 @@ from tesserae.placement._layout import TypePlacer
 
 def test_allocation_that_fits_around_running_jobs_moves_nobody() -> None:
     # Two nodes of 4. A and B run in the middle of the GPU range; D and E arrive. Every job fits
-    # around A and B, so Tesserae keeps both where they are; first-fit lays out from GPU 0 and moves both.
+    # around A and B, so Tesserae keeps both where they are; so does first-fit, which never moves a
+    # running job (new jobs take the lowest free ids).
     jobs = [spec(0, 2), spec(1, 2), spec(2, 2), spec(3, 2)]
     previous = {0: (2, 3), 1: (4, 5)}
     plan, sched, _ = decide("2x4", jobs, previous)
@@ -23,7 +24,8 @@ def test_allocation_that_fits_around_running_jobs_moves_nobody() -> None:
     for r in (2, 3):
         assert len(nodes_of(sched.cluster, plan.assignments[r].gpus)) == 1
     ff, _, _ = decide("2x4", jobs, previous, placement="first-fit")
-    assert len(ff.migrated) == 2
+    assert ff.migrated == []
+    assert [ff.assignments[r].gpus for r in range(4)] == [(2, 3), (4, 5), (0, 1), (6, 7)]
 
 
 def test_one_unavoidable_move_gives_exactly_one_migration() -> None:
@@ -37,9 +39,10 @@ def test_one_unavoidable_move_gives_exactly_one_migration() -> None:
     assert plan.assignments[3].gpus == (4, 5, 6, 7)
     assert nodes_of(sched.cluster, plan.assignments[2].gpus) == {0}
     assert plan.stopped == []
-    # First-fit moves all three; Blox's consolidated placement never moves, so E cannot start.
+    # First-fit moves nobody and spreads E over both nodes (the lowest free ids); Blox's consolidated
+    # placement never moves either, and never spreads, so E cannot start.
     ff, _, _ = decide("2x4", jobs, previous, placement="first-fit")
-    assert len(ff.migrated) == 3
+    assert ff.migrated == [] and ff.assignments[3].gpus == (0, 5, 6, 7)
     blox, _, _ = decide("2x4", jobs, previous, placement="consolidated")
     assert 3 not in blox.assignments and blox.migrated == []
     assert decide("2x4", jobs, previous, placement="tesserae")[0].migrated == [2]  # deterministic

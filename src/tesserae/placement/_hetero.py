@@ -18,8 +18,6 @@ incumbent is used when it beats the greedy choice, which is kept otherwise.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
-from scipy.sparse import csr_matrix
 
 #: HiGHS node limit: deterministic, unlike a time limit.
 NODE_LIMIT = 2000
@@ -32,6 +30,9 @@ def assign_types(sizes: np.ndarray, counts: np.ndarray, weight: np.ndarray, allo
     The LP relaxation (dual simplex) is tried first: when its vertex is integral it is the optimum of
     the integer program too; otherwise HiGHS' branch and bound runs.
     """
+    from scipy.optimize import Bounds, LinearConstraint, linprog, milp  # only here: a fifo run never loads SciPy
+    from scipy.sparse import csr_matrix
+
     C, T = weight.shape
     if C == 0:
         return np.zeros((0, T), dtype=np.int64)

@@ -48,8 +48,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import min_weight_full_bipartite_matching
 
 from tesserae.core.cluster import Cluster
 
@@ -571,6 +569,9 @@ class TypePlacer:
                         vals.append(float(min(c, h)))
         mapping = np.full(n, -1, dtype=np.int64)
         if vals:
+            from scipy.sparse import coo_matrix  # only here: a fifo run never loads SciPy
+            from scipy.sparse.csgraph import min_weight_full_bipartite_matching
+
             lrows, ri = np.unique(np.asarray(rows), return_inverse=True)
             pcols, ci = np.unique(np.asarray(cols), return_inverse=True)
             nr, nc = lrows.size, pcols.size

@@ -24,8 +24,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
-from scipy.sparse import csr_matrix
 
 DEFAULT_THRESHOLD = 0.1
 #: Bonus per pair of last round formed again (a tie-breaker: gains differ by more in real profiles).
@@ -172,6 +170,9 @@ def _solve(edges: list[tuple[int, int, float]], host_counts: list[int], over_cou
         if np.abs(x - xs).max() > 1e-6 or (used > rhs + 1e-9).any():
             x = None
     if x is None:  # never seen; kept as a safety net
+        from scipy.optimize import Bounds, LinearConstraint, milp
+        from scipy.sparse import csr_matrix
+
         cols = np.arange(V)
         a = csr_matrix((np.ones(2 * V), (np.concatenate([ii2, H + jj2]), np.concatenate([cols, cols]))),
                        shape=(H + n_over, V))
@@ -198,9 +199,10 @@ def _dual_simplex(c: np.ndarray, row_a: np.ndarray, row_b: np.ndarray, n_rows: i
     None when the solve fails.
     """
     V = c.size
-    if _HIGHS is not None:
+    binding = _highs()
+    if binding is not None:
         try:
-            core, options, optimal, inf = _HIGHS
+            core, options, optimal, inf = binding
             lp = core.HighsLp()
             lp.num_col_ = V
             lp.num_row_ = n_rows
@@ -225,6 +227,9 @@ def _dual_simplex(c: np.ndarray, row_a: np.ndarray, row_b: np.ndarray, n_rows: i
             return np.array(highs.getSolution().col_value, dtype=float)
         except (TypeError, ValueError, AttributeError):
             pass
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix
+
     cols = np.arange(V)
     a = csr_matrix((np.ones(2 * V), (np.concatenate([row_a, row_b]), np.concatenate([cols, cols]))), shape=(n_rows, V))
     res = linprog(c, A_ub=a, b_ub=rhs, bounds=np.c_[np.zeros(V), ub], method="highs-ds")
@@ -253,4 +258,12 @@ def _highs_binding() -> tuple[Any, Any, Any, float] | None:
         return None
 
 
-_HIGHS = _highs_binding()
+_HIGHS: list[tuple[Any, Any, Any, float] | None] = []
+
+
+def _highs() -> tuple[Any, Any, Any, float] | None:
+    """``_highs_binding()``, looked up at the first solve (importing SciPy's HiGHS takes a fifth of a
+    second, which a run that never packs does not pay)."""
+    if not _HIGHS:
+        _HIGHS.append(_highs_binding())
+    return _HIGHS[0]

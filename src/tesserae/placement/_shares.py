@@ -34,8 +34,6 @@ Nothing loops over GPUs or pairs of jobs.
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment, linprog
-from scipy.sparse import csr_matrix
 
 #: Largest units x slots block solved by ``linear_sum_assignment`` (dense); larger ones by LP.
 DENSE_LIMIT = 256
@@ -73,6 +71,8 @@ def assign_block(weight: np.ndarray, counts: np.ndarray) -> np.ndarray:
     if np.array_equal(np.bincount(best, minlength=T), counts):
         return best
     if m * m <= DENSE_LIMIT * DENSE_LIMIT:
+        from scipy.optimize import linear_sum_assignment  # only here: a fifo run never loads SciPy
+
         slot_type = np.repeat(np.arange(T), counts)
         rows, cols = linear_sum_assignment(weight[:, slot_type], maximize=True)
         out = np.empty(m, dtype=np.int64)
@@ -82,6 +82,9 @@ def assign_block(weight: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 
 def _transport_lp(weight: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    from scipy.optimize import linprog
+    from scipy.sparse import csr_matrix
+
     m, T = weight.shape
     u, t = np.nonzero(weight > _FORBIDDEN / 2)
     V = u.size

@@ -44,6 +44,7 @@ from tesserae.core.plan import Assignment
 from tesserae.core.plugins import PluginOptions, RunContext
 from tesserae.core.throughput import ThroughputModel
 from tesserae.placement import _hetero, _packing, _shares
+from tesserae.placement._admit import fit_in_order
 from tesserae.placement._layout import TypePlacer
 from tesserae.placement._rates import RateBook
 from tesserae.placement.base import PlacementPolicy, PlacerBase, RoundPlacer, register
@@ -473,11 +474,7 @@ class OneTypeTesseraePlacer(TesseraePlacer):
 
     def admit_in_order(self, rows: np.ndarray) -> None:
         """The allocator's walk on one GPU type: each gang that can run here and fits what is still
-        free is admitted, in order (``_admit_one_type`` row by row, vectorised).
-
-        Runs of gangs that fit one after another are admitted by one cumulative sum; after a gang
-        that does not fit, only the gangs no larger than what is left are looked at again.
-        """
+        free is admitted, in order (``_admit_one_type`` row by row, vectorised: ``fit_in_order``)."""
         t = self.table
         if rows.size == 0 or self._free <= 0:
             return
@@ -490,20 +487,9 @@ class OneTypeTesseraePlacer(TesseraePlacer):
                 runs = self._runs[(ti, kk)] = bool(self.book.prefs(t.types[ti], kk))
             if not runs:
                 ok &= ~((tidx == ti) & (k == kk))
-        cand = np.flatnonzero(ok)
-        free = self._free
-        taken: list[np.ndarray] = []
-        while cand.size and free > 0:
-            cum = np.cumsum(k[cand])
-            n = int(np.searchsorted(cum, free, side="right"))
-            if n:
-                taken.append(cand[:n])
-                free -= int(cum[n - 1])
-            cand = cand[n:]
-            cand = cand[k[cand] <= free]
-        if not taken:
+        admitted, free = fit_in_order(np.where(ok, k, self._free + 1), self._free)
+        if not admitted.size:
             return
-        admitted = np.concatenate(taken)
         used = self._free - free
         self.free_t[0] -= used
         self._free = free

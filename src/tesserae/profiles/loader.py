@@ -18,7 +18,6 @@ from tesserae.core.throughput import ThroughputModel
 from tesserae.profiles.default_model import DefaultModel, DefaultModelConfig
 from tesserae.profiles.gavel import gavel_from_document, looks_like_gavel
 from tesserae.profiles.norm_speed import load_norm_speed
-from tesserae.profiles.tesserae_profile import FORMAT, tesserae_profile_from_document
 
 ACCEPTED = ("'default', a .json profile (Tesserae's own format, a default-model override or Gavel's "
             "simulation_throughputs.json) or a .csv co-location table (norm_speed.csv)")
@@ -44,6 +43,9 @@ def load_profile(spec: str | Path | None) -> ThroughputModel:
         line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
         raise InputError(f"not valid JSON: {exc}", path=str(path), line=line) from exc
     if isinstance(doc, dict) and "format" in doc:
+        # Imported here: building its pydantic models takes a tenth of a second at every start.
+        from tesserae.profiles.tesserae_profile import FORMAT, tesserae_profile_from_document
+
         if doc["format"] != FORMAT:
             raise InputError(f"unknown profile format {doc['format']!r}; expected {FORMAT!r}",
                              path=str(path), field="format")

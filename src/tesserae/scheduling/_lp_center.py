@@ -27,13 +27,23 @@ which couple every job), the rows fall apart into independent blocks (one per jo
 a pair variable share a block), factored together, size by size, with the border by a Schur
 complement. The line search needs no logarithm either: it follows the sign of the barrier's
 derivative along the Newton direction (exact line search by safeguarded Newton steps).
+
+**Weights.** ``row_weight`` and ``col_weight`` weight each row's and each column's log term. A
+problem that has many identical copies of a row or a column (jobs of one class in Gavel's LP, all
+the pairs of two classes) has a symmetric centre, so it can be solved with one row or column per
+class, each weighted by its number of copies: the weighted barrier on the small problem is the
+barrier of the large one restricted to its symmetric points, and its path is the large path
+(``gavel_classes``). Without weights every weight is 1, which changes no operation's result.
 """
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
 
 #: Relative duality gap at which the path is left: the point is then this close to the centre.
 GAP = 1e-9
@@ -44,7 +54,8 @@ _MAX_LINE = 40
 _LINE_SLOPE = 0.1
 
 
-def central_max_min(G: csr_matrix, h: np.ndarray, border: int = 0) -> tuple[np.ndarray, float]:
+def central_max_min(G: csr_matrix, h: np.ndarray, border: int = 0, row_weight: np.ndarray | None = None,
+                    col_weight: np.ndarray | None = None) -> tuple[np.ndarray, float]:
     """(x, z) near the analytic centre of the optimal face of max z s.t. G [x; z] <= h, x >= 0.
 
     The last column of ``G`` is z; the start ``x`` = small equal values must be strictly feasible
@@ -53,13 +64,17 @@ def central_max_min(G: csr_matrix, h: np.ndarray, border: int = 0) -> tuple[np.n
     gives the same point up to the centring's accuracy (near the optimum the factorisation gives out
     at a t that depends on the elimination order: allocations ~1e-4 apart), the right one only makes
     it faster. A problem's border is a function of its shape, so a run's point does not vary.
+    ``row_weight`` (one per row) and ``col_weight`` (one per x column): the weights of the log terms
+    (see the module docstring).
     """
     n = G.shape[1] - 1
     if n == 0:
         return np.zeros(0), 0.0
     p = _Problem(G, np.asarray(h, dtype=np.float64), border)
+    p.wr = np.ones(p.r) if row_weight is None else np.asarray(row_weight, dtype=np.float64)
+    p.wc = np.ones(n) if col_weight is None else np.asarray(col_weight, dtype=np.float64)
     v = p.start()
-    m_c = n + G.shape[0]
+    m_c = float(np.add.reduce(p.wc)) + float(np.add.reduce(p.wr))  # n + rows without weights
     t = 1.0
     while True:
         v = p.centre(v, t)
@@ -79,6 +94,8 @@ class _Problem:
     structure: which entries of M = S^2 + Gx X^2 Gx' are nonzero and which block each belongs to."""
 
     def __init__(self, G: csr_matrix, h: np.ndarray, border: int) -> None:
+        from scipy.sparse import csr_matrix  # only here: a run without Gavel's LP never loads SciPy
+
         G = csr_matrix(G, dtype=np.float64, copy=True)
         G.sum_duplicates()
         G.eliminate_zeros()
@@ -87,6 +104,7 @@ class _Problem:
         row, col, val = coo.row.astype(np.int64), coo.col.astype(np.int64), coo.data
         on_z = col == n
         self.r, self.n, self.h = r, n, h
+        self.wr, self.wc = np.ones(r), np.ones(n)  # the log terms' weights
         self.gz = np.zeros(r)
         self.gz[row[on_z]] = val[on_z]
         self.er, self.ec, self.ev = row[~on_z], col[~on_z], val[~on_z]
@@ -126,6 +144,9 @@ class _Problem:
 
     def _blocks(self, border: int) -> None:
         """Split the first r - border rows into the connected blocks of M; group blocks by size."""
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         r, nA = self.r, self.r - border
         self.nA, self.border = nA, border
         i, k = self.slot_i, self.slot_k
@@ -174,21 +195,21 @@ class _Problem:
         return np.append(x, z)
 
     def centre(self, v: np.ndarray, t: float) -> np.ndarray:
-        """Newton's method on -t z - sum log(h - G v) - sum log x from the strictly feasible ``v``."""
-        n, gz = self.n, self.gz
+        """Newton's method on -t z - sum wr log(h - G v) - sum wc log x from the strictly feasible ``v``."""
+        n, gz, wr, wc = self.n, self.gz, self.wr, self.wc
         for _ in range(_MAX_NEWTON):
             x = v[:n]
             s = self.slack(v)
             inv_s = 1.0 / s
-            gx = self.gxt(inv_s) - 1.0 / x
-            gzv = -t + _dot(gz, inv_s)
-            x2 = x * x
-            # Hxx = Gx' S^-2 Gx + X^-2; Hxx^-1 by Woodbury through M = S^2 + Gx X^2 Gx'.
+            gx = self.gxt(wr * inv_s) - wc / x
+            gzv = -t + _dot(gz, wr * inv_s)
+            x2 = x * x / wc
+            # Hxx = Gx' W S^-2 Gx + Wc X^-2; Hxx^-1 by Woodbury through M = S^2/W + Gx X^2/Wc Gx'.
             try:
-                factor = self.factor(x2, s * s)
+                factor = self.factor(x2, s * s / wr)
             except np.linalg.LinAlgError:
                 break
-            w2 = gz * inv_s * inv_s
+            w2 = gz * wr * inv_s * inv_s
             hxz = self.gxt(w2)
             hzz = _dot(gz, w2)
             ys = (x2 * gx, x2 * hxz)
@@ -202,7 +223,7 @@ class _Problem:
             if decrement / 2 <= 1e-10:
                 break
             gd = self.gx(dx) + gz * dz
-            step = _line_search(s, gd, x, dx, t, dz, -decrement)
+            step = _line_search(s, gd, x, dx, t, dz, -decrement, wr, wc)
             if step <= 1e-12:
                 break
             v = v + step * np.append(dx, dz)
@@ -305,7 +326,7 @@ def _apply(inv: np.ndarray, f: np.ndarray) -> np.ndarray:
 
 
 def _line_search(s: np.ndarray, gd: np.ndarray, x: np.ndarray, dx: np.ndarray, t: float, dz: float,
-                 slope0: float) -> float:
+                 slope0: float, wr: np.ndarray, wc: np.ndarray) -> float:
     """A step along (dx, dz) near the barrier's minimum on that line, before it, strictly inside.
 
     The barrier is convex along the line, so its slope rises: take the largest step that stays
@@ -324,7 +345,8 @@ def _line_search(s: np.ndarray, gd: np.ndarray, x: np.ndarray, dx: np.ndarray, t
     def slope(a: float) -> tuple[float, float]:
         us = gd / (s - a * gd)
         ux = dx / (x + a * dx)
-        return -t * dz + float(np.add.reduce(us)) - float(np.add.reduce(ux)), _dot(us, us) + _dot(ux, ux)
+        wus, wux = wr * us, wc * ux
+        return -t * dz + float(np.add.reduce(wus)) - float(np.add.reduce(wux)), _dot(wus, us) + _dot(wux, ux)
 
     a = top
     d, curv = slope(a)

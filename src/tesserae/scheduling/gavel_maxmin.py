@@ -19,8 +19,11 @@ the normalised throughputs (our earlier variant: it never idles a GPU a job coul
 
 Packing (``--packing``, Gavel's ``MaxMinFairnessPolicyWithPacking``): one more variable Y[p, t] per
 pair p of jobs with the same GPU count. A pair uses k GPUs and counts toward both jobs' time and
-throughput. The number of variables grows with the square of the active jobs: this is the
-formulation that does not scale, kept as the baseline it is.
+throughput. The number of variables grows with the square of the active jobs, which is why Gavel's
+packed policy does not scale. Its centre is symmetric in jobs of one class (job type, GPU count,
+weight), so with ``lp="center"`` it is found from the LP over classes and pairs of classes instead
+(``_gavel_classes``: the same central path, a few hundred variables), then expanded to every job
+and pair; ``lp="max-total"`` (a vertex, not symmetric) solves the LP over every pair.
 
 Mechanism: ``_gavel_rounds`` (per-type priority queues, the re-solve interval, pairs as units).
 """
@@ -33,11 +36,10 @@ from typing import Any, ClassVar, Literal, Self
 
 import numpy as np
 from pydantic import Field
-from scipy.optimize import linprog
-from scipy.sparse import coo_matrix, csr_matrix
 
 from tesserae.core.jobs import JobTable
 from tesserae.core.plugins import PluginOptions, RunContext
+from tesserae.scheduling._gavel_classes import Classes, ClassPairs, central_by_classes, pairs_complete
 from tesserae.scheduling._gavel_rounds import DEFAULT_RESET_INTERVAL, GavelRounds, ResetOptions, Unit
 from tesserae.scheduling._lp_center import central_max_min
 from tesserae.scheduling.base import register
@@ -74,6 +76,9 @@ class GavelMaxMin(GavelRounds):
         if lp not in LP_MODES:
             raise ValueError(f"lp must be one of {', '.join(LP_MODES)}")
         self.lp = lp
+        #: Solve the packed LP's centre through its class LP (``_gavel_classes``; the same point). Off
+        #: only to measure or check against the LP over every job and pair.
+        self.by_classes = True
         self.last: LpSolution | None = None
         self.solves = 0
         self.solve_seconds: list[float] = []
@@ -92,6 +97,8 @@ class GavelMaxMin(GavelRounds):
     def solve(self, table: JobTable, rows: list[int], pairs: list[tuple[int, int]] | None = None
               ) -> dict[Unit, np.ndarray]:
         """X of every job in ``rows`` and Y of every pair, per GPU type."""
+        from scipy.sparse import coo_matrix, csr_matrix  # only here: a run without Gavel's LP never loads SciPy
+
         t0 = time.perf_counter()
         T = len(self.types)
         pairs = pairs or []
@@ -107,6 +114,10 @@ class GavelMaxMin(GavelRounds):
         prop = (R * (self.cap / self.cap.sum())).sum(axis=1)  # not R @ ...: BLAS sums by CPU
         scale = k / (w * np.maximum(prop, _TOL))
         C = R * scale[:, None]
+        if center and pairs and self.by_classes:
+            by_class = self._solve_by_classes(table, rows, pairs, pos, k, w, scale, C, t0)
+            if by_class is not None:
+                return by_class
         sj, st = np.nonzero(np.ones_like(R, dtype=bool) if center else R > 0)
         pa, pb, pt, ca, cb = self._pair_variables(table, pairs, pos, scale, center)
         nS, nP = sj.size, pa.size
@@ -148,9 +159,51 @@ class GavelMaxMin(GavelRounds):
             out[(rows[a], rows[bb])][tt] = y
         return out
 
+    def _solve_by_classes(self, table: JobTable, rows: list[int], pairs: list[tuple[int, int]], pos: dict[int, int],
+                          k: np.ndarray, w: np.ndarray, scale: np.ndarray, C: np.ndarray, t0: float
+                          ) -> dict[Unit, np.ndarray] | None:
+        """The packed LP's centre through its class LP (``_gavel_classes``): the same point, from a
+        problem with a variable per class and pair of classes instead of per job and pair of jobs.
+        None when the pairs are not every pair of equal GPU counts (the full LP is solved then)."""
+        T = len(self.types)
+        arows = np.asarray(rows)
+        classes = Classes.group(np.stack([table.type_idx[arows].astype(np.float64), k, w], axis=1))
+        first = classes.first
+        kc = k[first]
+        cpairs = ClassPairs.of(classes, kc)
+        kept = [p for p in pairs if p[0] in pos and p[1] in pos]
+        pair_pos = np.array([(pos[a], pos[b]) for a, b in kept], dtype=np.int64).reshape(-1, 2)
+        if not pairs_complete(classes, cpairs, pair_pos):
+            return None
+        coef = np.zeros((cpairs.a.size, T, 2))
+        names = [table.job_type(int(arows[i])) for i in first.tolist()]
+        for q, (ca, cb) in enumerate(zip(cpairs.a.tolist(), cpairs.b.tolist(), strict=True)):
+            rr = self.pair_rates(names[ca], names[cb], int(kc[ca]))
+            coef[q, :, 0] = rr[:, 0] * scale[first[ca]]
+            coef[q, :, 1] = rr[:, 1] * scale[first[cb]]
+        X, Y, zstar = central_by_classes(C[first], kc, self.cap, classes, cpairs, coef)
+        self.solves += 1
+        self.variables.append(X.size + Y.size + 1)
+        self.solve_seconds.append(time.perf_counter() - t0)
+        single = np.clip(X, 0.0, 1.0)[classes.of_row]
+        at = cpairs.index(first.size)[classes.of_row[pair_pos[:, 0]], classes.of_row[pair_pos[:, 1]]]
+        pair_time = np.clip(Y, 0.0, 1.0)[at]  # (pairs, T)
+        n_pairs = pair_pos.shape[0]
+        self.last = LpSolution(rows=list(rows), single=single, pair_a=np.repeat(arows[pair_pos[:, 0]], T),
+                               pair_b=np.repeat(arows[pair_pos[:, 1]], T), pair_type=np.tile(np.arange(T), n_pairs),
+                               pair_time=pair_time.reshape(-1), min_share=zstar)
+        out: dict[Unit, np.ndarray] = {r: single[i] for i, r in enumerate(rows)}
+        for p in pairs:
+            out[p] = np.zeros(T)
+        for p, y in zip(kept, pair_time, strict=True):
+            out[p] = y
+        return out
+
     def _max_total(self, A: Any, b: np.ndarray, C: np.ndarray, sj: np.ndarray, st: np.ndarray, ca: np.ndarray,
                    cb: np.ndarray, nS: int, nV: int) -> tuple[np.ndarray | None, float]:
         """A HiGHS vertex of the max-min optimum, then the largest total at that minimum."""
+        from scipy.optimize import linprog
+
         z = nV
         bounds = np.zeros((nV + 1, 2))
         bounds[:, 1] = 1.0
