@@ -46,7 +46,7 @@ from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
 from tesserae.core.throughput import ThroughputModel
-from tesserae.profiles.learned import LearnedConfig, RateEstimator
+from tesserae.profiles.learned import STATE_FORMAT, LearnedConfig, RateEstimator
 from tesserae.profiles.learned_classes import ClassModel
 from tesserae.runtime.job.files import ProgressReport
 from tesserae.runtime.store.database import Store
@@ -130,6 +130,8 @@ class RuntimeLearning:
                 if fmt != DOCUMENT_FORMAT or not isinstance(doc.get("estimator"), dict):
                     raise ValueError(f"unknown format {fmt!r}")
                 state = dict(doc["estimator"])
+                if state.get("format") != STATE_FORMAT:
+                    raise ValueError(f"not a learned-estimator state (format {STATE_FORMAT!r} expected)")
                 if set(cluster.gpu_types) - set(state.get("gpu_types") or ()):
                     log(f"learned throughputs: the saved rates cover GPU types {state.get('gpu_types')}, not all of "
                         f"{list(cluster.gpu_types)}; starting afresh")
