@@ -9,6 +9,7 @@ one's rates from its own progress reports.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Callable
@@ -36,6 +37,19 @@ def rate(s: Server, job: int, gpu_type: str) -> dict[str, Any]:
 def measured_on(s: Server, job: int, *types: str, at_least: int = 2) -> bool:
     d = learned(s, job).get("gpu_types") or {}
     return all(d.get(t, {}).get("measured") and d[t]["observations"] >= at_least for t in types)
+
+
+def dashboard_page(s: Server, path: str) -> str:
+    """A dashboard page, logged in through the form as a browser does."""
+    c = s.client("")
+    form = c.get("/ui/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
+    assert csrf, form.text
+    r = c.post("/ui/login", data={"token": s.admin_token, "next": path, "csrf": csrf.group(1)})
+    assert r.status_code == 303, r.text
+    page = c.get(path)
+    assert page.status_code == 200, page.text
+    return page.text
 
 
 def test_the_server_learns_that_a_job_is_3x_faster_on_a_type_and_moves_it_there(
@@ -78,6 +92,12 @@ def test_the_server_learns_that_a_job_is_3x_faster_on_a_type_and_moves_it_there(
     assert "learned rates" in out.stdout and "measured" in out.stdout and "±" in out.stdout
     lines = {line.split()[0]: line for line in out.stdout.splitlines() if line.strip().startswith(("x ", "y "))}
     assert set(lines) == {"x", "y"} and "it/s" in lines["x"]
+
+    # So does the dashboard's job page.
+    page = dashboard_page(s, f"/ui/jobs/{a}")
+    table = page[page.index('data-testid="learned"'):]
+    table = table[:table.index("</table>")]
+    assert table.count('class="measured"') == 2 and "it/s" in table and "±" in table
 
     # A controller restart loses nothing learned: the same estimates come back from the store.
     before = learned(s, a)

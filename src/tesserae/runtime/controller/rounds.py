@@ -120,6 +120,7 @@ class Rounds:
         self.tenancy: RuntimeQueues | None = None
         #: Predicted starts (``prediction.Predictor``): handed the state after every decision.
         self.predictor: Predictor | None = None
+        self._declared: list[str] = []
 
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
         """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
@@ -134,6 +135,7 @@ class Rounds:
                          1.0, str(r["name"]), queue=str(r["queue"]), priority_class=str(r["priority_class"]),
                          gpu_type=r["gpu_type"]) for r in rows]
         table = self.table_for(specs)
+        self._declared = [str(r["job_type"]) for r in rows]  # row -> its --type (learned: a hint for its prior)
         row_of = {int(r["id"]): i for i, r in enumerate(rows)}
         running = self.runs.running()
         active = fill_rows(table, rows, running, now, e)
@@ -201,9 +203,7 @@ class Rounds:
         """The decision on learned rates (under the estimator's lock: see module docstring)."""
         learning, sched = self.learning, self.scheduler
         assert learning is not None and isinstance(sched, LearnedScheduler)
-        stored = {int(r["id"]): str(r["job_type"]) for r in jobs.every_job(self.store)}
-        learning.register((int(table.job_id[r]), int(table.num_gpus[r]), stored.get(int(table.job_id[r]), ""))
-                          for r in active.tolist())
+        learning.register((int(table.job_id[r]), int(table.num_gpus[r]), self._declared[r]) for r in active.tolist())
         learning.before_decision(now)
         c0 = time.perf_counter()
         plan = sched.decide(rel, table, active, previous)
