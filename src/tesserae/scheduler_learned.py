@@ -87,12 +87,15 @@ class LearnedScheduler(Scheduler):
         self._view = view
         self._reclassified = True
 
-    def _sync(self, table: JobTable) -> None:
-        """The table was re-initialised in place (the runtime's table grows as jobs arrive, with new
-        arrays each decision): the view takes its new arrays, and the per-row arrays of the view grow
-        with it (the rows it had keep their place, slot and class)."""
+    def follow(self, table: JobTable) -> JobTable | None:
+        """The view of ``table`` after it was re-initialised in place (the runtime's table grows as jobs
+        arrive, with new arrays each decision): the view takes its new arrays, and its per-row arrays grow
+        with it (the rows it had keep their place, slot and class). None before the first decision."""
         view = self._view
-        assert view is not None
+        if view is None or self._base is not table:
+            return None
+        if view.job_id is table.job_id:
+            return view
         own = {"type_idx": view.type_idx, "types": view.types, "ref_rate": view.ref_rate}
         view.__dict__.update(table.__dict__)
         old, n = own["type_idx"].size, table.n
@@ -105,6 +108,7 @@ class LearnedScheduler(Scheduler):
             self._was_active = np.concatenate([self._was_active, np.zeros(extra, dtype=bool)])
             self.bonus_of_row = np.concatenate([self.bonus_of_row, np.zeros(extra, dtype=np.int64)])
         view.__dict__.update(own)
+        return view
 
     def _key_id(self, key: str) -> int:
         """The key's index in the view's type list (appended when new: ``_key_names`` is that list)."""
@@ -143,8 +147,8 @@ class LearnedScheduler(Scheduler):
         t0 = time.process_time()
         if self._base is not table:
             self._bind(table)
-        elif self._view is not None and self._view.job_id is not table.job_id:
-            self._sync(table)
+        else:
+            self.follow(table)
         assert self._view is not None
         est = self.estimator
         active = np.asarray(active, dtype=np.int64)

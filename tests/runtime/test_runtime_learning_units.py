@@ -8,14 +8,19 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
+from tesserae.core.jobs import JobSpec, JobTable
 from tesserae.profiles.default_model import DefaultModel
-from tesserae.runtime.controller.learning import DOCUMENT_FORMAT, RuntimeLearning
+from tesserae.profiles.learned import RateEstimator
+from tesserae.runtime.controller.learning import DOCUMENT_FORMAT, RuntimeLearning, class_model, runtime_config
 from tesserae.runtime.job.files import ProgressReport, read_progress_report
 from tesserae.runtime.store.database import Store
 from tesserae.runtime.store.learned import LearnedStates
+from tesserae.scheduler_learned import LearnedScheduler
 
 CLUSTER = parse_cluster_spec("1x2:x,1x2:y")  # GPUs 0, 1: x; 2, 3: y
 
@@ -186,3 +191,14 @@ def test_a_damaged_or_foreign_saved_state_starts_afresh_and_says_so(tmp_path: Pa
     assert smaller.estimator.gpu_types == ("z",) and any("starting afresh" in s for s in said)
     with pytest.raises(ValueError):
         saved.save({"x": math.inf}, DOCUMENT_FORMAT, 1.0)
+
+
+def test_a_learned_scheduler_packs_a_waiting_job_on_the_prior_s_sharing_gain() -> None:
+    """The class model says nothing against a pair (it has no memory data): before it did, the placements
+    took every pair as not fitting, and a learned scheduler never packed."""
+    cluster = parse_cluster_spec("1x2:x")
+    est = RateEstimator(cluster.gpu_types, DefaultModel(), runtime_config(2.0))
+    run = RunSpec(policy="fifo", placement="tesserae", packing=True)
+    sched = LearnedScheduler.wrap(build_scheduler(cluster, class_model(est), run), est)
+    plan = sched.decide(0.0, JobTable([JobSpec(i, 0.0, 1, "generic", 1e12) for i in range(3)]), np.arange(3), {})
+    assert sorted(a.partner is not None for a in plan.assignments.values()) == [False, True, True]

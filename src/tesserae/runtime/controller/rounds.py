@@ -172,10 +172,12 @@ class Rounds:
             self.tenancy.install(self.scheduler)  # a config replaced over the API, between decisions
         table, active, previous = self.build_table(now)
         rel = now - self.epoch
+        # A learned scheduler's policy keeps its state on the view it decides on: it hears of the ends there.
+        seen = self.scheduler.follow(table) if isinstance(self.scheduler, LearnedScheduler) else None
         for job_id in self.runs.finished:
             rows = np.flatnonzero(table.job_id == job_id)
             if rows.size:
-                self.scheduler.policy.on_finish(table, int(rows[0]), rel)
+                self.scheduler.policy.on_finish(table if seen is None else seen, int(rows[0]), rel)
         self.runs.finished.clear()
         if active.size == 0:
             self.next_event = self.retry_due
@@ -208,9 +210,9 @@ class Rounds:
         c0 = time.perf_counter()
         plan = sched.decide(rel, table, active, previous)
         seconds = time.perf_counter() - c0
-        self._after(now, rel, seconds, plan, table, active)
         view = sched.view_table
         assert view is not None
+        self._after(now, rel, seconds, plan, view, active)  # the policy keeps its state on the view it decided on
         learning.after_decision(plan.assignments, view, sched.row_bonus)
         if self.predictor is not None:
             self.predictor.after_decision(self.epoch, rel, view, active, plan.assignments, sched,
