@@ -56,6 +56,9 @@ def test_a_run_s_reports_become_an_observation_of_its_rate_on_its_gpu_type(tmp_p
     assert y["measured"] and y["observations"] == 1 and y["rate"] == pytest.approx(30.0, rel=0.02)
     assert not d["gpu_types"]["x"]["measured"] and d["gpu_types"]["x"]["source"] != "measured"
     assert learning.counters()["rejected_total"] == 0
+    # --type is a hint: 'generic' and none declare nothing; another name names the job's family.
+    assert [learning.describe(j)["declared_type"] for j in (1, 2, 3)] == [None, "resnet", None]  # type: ignore[index]
+    assert learning.estimator.counters()["families"] == 1
 
 
 def test_restart_time_and_stalls_are_left_out(tmp_path: Path) -> None:
