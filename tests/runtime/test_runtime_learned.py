@@ -137,14 +137,23 @@ def test_a_pair_that_runs_slower_than_its_two_jobs_alone_is_unpacked(
              what="the pair measured and undone")
     factors = [p["factor"] for p in learned(s, host)["partners"] if p["partner"] == three]
     assert factors and factors[0] < 0.75  # a quarter of its speed in truth; its alone rate shares the blame
-    runs = s.client().get(f"/v1/jobs/{three}/runs").json()["runs"]
     scale = float(os.environ.get("TESSERAE_TEST_TIMEOUT_SCALE", "3"))
-    # Undone within a few rounds (of 2 s) of being formed: one to measure it, one to act.
-    assert max(r["end_time"] for r in runs) - paired[0]["start_time"] < (3 * 2.0 + 4) * scale
-    # And it stays undone: the next decisions do not pack the third job again.
-    rounds = s.client().get("/v1/cluster").json()["rounds"]
-    wait_for(lambda: s.client().get("/v1/cluster").json()["rounds"] >= rounds + 2, timeout=20, interval=0.3)
-    assert s.job(three)["state"] in ("queued", "preempted")
-    assert len(s.client().get(f"/v1/jobs/{three}/runs").json()["runs"]) == len(runs)
+    # It may be tried once next to the other job (a veto is per pair), but then it stays undone: two
+    # decisions in a row leave it waiting, with every run of it ended.
+    seen: dict[str, Any] = {"runs": -1, "rounds": 0}
+
+    def settled() -> bool:
+        runs = s.client().get(f"/v1/jobs/{three}/runs").json()["runs"]
+        rounds = s.client().get("/v1/cluster").json()["rounds"]
+        if len(runs) != seen["runs"] or any(r["end_time"] is None for r in runs):
+            seen.update(runs=len(runs), rounds=rounds)
+            return False
+        return rounds >= seen["rounds"] + 2 and s.job(three)["state"] in ("queued", "preempted")
+
+    wait_for(settled, timeout=30, interval=0.3, what="the third job to stay unpacked")
+    runs = s.client().get(f"/v1/jobs/{three}/runs").json()["runs"]
+    assert 1 <= len(runs) <= 2 and all(r["partner"] is not None for r in runs)
+    # Each pair undone within a few rounds (of 2 s) of being formed: one to measure it, one to act.
+    assert all(r["end_time"] - r["start_time"] < (3 * 2.0 + 4) * scale for r in runs)
     for job in (one, two, three):
         s.client().post(f"/v1/jobs/{job}/cancel")
