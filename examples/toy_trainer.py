@@ -19,6 +19,14 @@ alive S seconds after it completed, while the interpreter shuts down (where a st
 turn a completed job into a killed one); ``--heartbeat FILE`` appends the run id and the time at
 every iteration (when each run was alive, to check that none outlived being declared lost).
 
+**A test device** for learned throughputs on a machine without GPUs (``docs/learned-throughputs.md``):
+``--type-speed x=3,y=1`` makes an iteration take ``--seconds-per-iteration`` divided by the speed of
+the run's GPU type (``TESSERAE_GPU_TYPE``, which the server sets from ``--gpu-type x:1,y:1``; a type
+not named runs at speed 1), so two jobs can differ in how much a GPU type speeds them up; with
+``--device-dir DIR`` (one folder shared by all the jobs of a server) each run marks its GPUs there at
+every iteration, and while another job has marked one of them within the last second, its iterations take
+``--shared-slowdown`` times longer (default 3: a pair that runs slower than its two jobs alone).
+
 From the repository's root, with the Python that has tesserae installed first on the server's PATH
 (the job runs in its own folder, so the script's path is absolute)::
 
@@ -53,9 +61,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--linger", type=float, default=0.0, help="Stay alive this long after completing (tests).")
     parser.add_argument("--heartbeat", default=None, help="Append 'RUN TIME ITERATION' to this file at every "
                                                          "iteration (tests: which run was alive when).")
+    parser.add_argument("--type-speed", default="", help="TYPE=SPEED,...: an iteration on a GPU of TYPE takes "
+                                                         "--seconds-per-iteration / SPEED (test device).")
+    parser.add_argument("--device-dir", default=None, help="Mark this run's GPUs in DIR; slow down while another "
+                                                           "job marks one of them too (test device).")
+    parser.add_argument("--shared-slowdown", type=float, default=3.0, help="With --device-dir: how many times "
+                                                                           "longer an iteration takes when sharing.")
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.seconds_per_iteration < 0:
         parser.error("--iterations must be >= 1 and --seconds-per-iteration >= 0")
+    if not args.shared_slowdown >= 1:
+        parser.error("--shared-slowdown must be >= 1")
+    try:
+        device = Device(args.type_speed, args.device_dir, args.shared_slowdown)
+    except ValueError as e:
+        parser.error(str(e))
 
     from tesserae.job import Job
 
@@ -81,14 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{who}: start iteration={start} of {args.iterations} time={time.time():.6f} "
           f"gpus={os.environ.get('CUDA_VISIBLE_DEVICES', '')}", flush=True)
     job.report(start, force=True)
-    # Iterations are paced on a schedule (iteration k of this run ends at t0 + k x the iteration time),
-    # so the job runs at exactly 1 / seconds-per-iteration, whatever the bookkeeping costs.
-    t0 = time.monotonic()
+    # Iterations are paced on a schedule (each ends one iteration time after the previous one's end), so
+    # the job runs at exactly 1 / seconds-per-iteration (times its device's speed), whatever the bookkeeping costs.
+    deadline = time.monotonic()
     for it in range(start, args.iterations):
         if args.fail_at is not None and it == args.fail_at:
             print(f"{who}: failing on purpose at iteration {it}", flush=True)
             return 3
-        delay = t0 + (it + 1 - start) * args.seconds_per_iteration - time.monotonic()
+        deadline += args.seconds_per_iteration * device.slowdown()
+        delay = deadline - time.monotonic()
         if delay > 0:
             time.sleep(delay)
         state["value"] = (state["value"] * 31 + it + 1) % 1_000_003
@@ -117,6 +138,51 @@ def main(argv: list[str] | None = None) -> int:
     if args.linger > 0:
         _LINGER.append(_Linger(args.linger))
     return 0
+
+
+class Device:
+    """The test device: a speed per GPU type, and a slowdown while another job shares a GPU (module docstring)."""
+
+    def __init__(self, type_speed: str, folder: str | None, shared_slowdown: float) -> None:
+        speeds: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in type_speed.split(","))):
+            name, _, value = part.partition("=")
+            try:
+                speed = float(value)
+            except ValueError:
+                speed = -1.0
+            if not name or not speed > 0 or speed == float("inf"):
+                raise ValueError(f"--type-speed: '{part}' is not TYPE=SPEED with SPEED > 0")
+            speeds[name.lower()] = speed
+        gpu_type = os.environ.get("TESSERAE_GPU_TYPE", "").lower()
+        self.speed = speeds.get(gpu_type, 1.0)
+        self.shared_slowdown = shared_slowdown
+        self.me = f"{os.environ.get('TESSERAE_JOB_ID', os.getpid())}"
+        self.marks = []
+        if folder:
+            for gpu in filter(None, os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")):
+                os.makedirs(os.path.join(folder, f"gpu-{gpu}"), exist_ok=True)
+                self.marks.append(os.path.join(folder, f"gpu-{gpu}"))
+
+    def slowdown(self) -> float:
+        """How many times longer than its base time the next iteration takes."""
+        factor = 1.0 / self.speed
+        if not self.marks:
+            return factor
+        now = time.time()
+        shared = False
+        for folder in self.marks:
+            with open(os.path.join(folder, self.me), "w") as f:
+                f.write(f"{now}\n")
+            for other in os.listdir(folder):
+                if other == self.me:
+                    continue
+                try:
+                    age = now - os.stat(os.path.join(folder, other)).st_mtime
+                except FileNotFoundError:
+                    continue
+                shared = shared or age < 1.0
+        return factor * (self.shared_slowdown if shared else 1.0)
 
 
 class _Linger:

@@ -267,7 +267,9 @@ class Job:
         now = time.monotonic()
         if not force and self._reported is not None and now - self._last_report < self.report_interval:
             return
-        doc = {"iterations": self.iteration, "time": time.time()}
+        doc: dict[str, Any] = {"iterations": self.iteration, "time": time.time()}
+        if self.epoch is not None:  # which run wrote it: the server takes another run's report as stale
+            doc["run"] = self.epoch
         if self.total_iterations is not None:
             doc["total"] = int(self.total_iterations)
         with self.fenced("progress"):

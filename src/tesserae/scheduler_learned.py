@@ -87,6 +87,29 @@ class LearnedScheduler(Scheduler):
         self._view = view
         self._reclassified = True
 
+    def follow(self, table: JobTable) -> JobTable | None:
+        """The view of ``table`` after it was re-initialised in place (the runtime's table grows as jobs
+        arrive, with new arrays each decision): the view takes its new arrays, and its per-row arrays grow
+        with it (the rows it had keep their place, slot and class). None before the first decision."""
+        view = self._view
+        if view is None or self._base is not table:
+            return None
+        if view.job_id is table.job_id:
+            return view
+        own = {"type_idx": view.type_idx, "types": view.types, "ref_rate": view.ref_rate}
+        view.__dict__.update(table.__dict__)
+        old, n = own["type_idx"].size, table.n
+        if n > old:
+            extra = n - old
+            placeholder = self._key_id(encode([0] * len(self.cluster.gpu_types), 0, 0, 0))
+            own["type_idx"] = np.concatenate([own["type_idx"], np.full(extra, placeholder, dtype=np.int64)])
+            own["ref_rate"] = np.concatenate([own["ref_rate"], np.ones(extra)])
+            self._slot_of_row = np.concatenate([self._slot_of_row, np.full(extra, -1, dtype=np.int64)])
+            self._was_active = np.concatenate([self._was_active, np.zeros(extra, dtype=bool)])
+            self.bonus_of_row = np.concatenate([self.bonus_of_row, np.zeros(extra, dtype=np.int64)])
+        view.__dict__.update(own)
+        return view
+
     def _key_id(self, key: str) -> int:
         """The key's index in the view's type list (appended when new: ``_key_names`` is that list)."""
         i = self._key_index.get(key)
@@ -124,6 +147,8 @@ class LearnedScheduler(Scheduler):
         t0 = time.process_time()
         if self._base is not table:
             self._bind(table)
+        else:
+            self.follow(table)
         assert self._view is not None
         est = self.estimator
         active = np.asarray(active, dtype=np.int64)
@@ -155,6 +180,11 @@ class LearnedScheduler(Scheduler):
         self.class_counts.append(int(np.count_nonzero(np.bincount(view.type_idx[active]))) if active.size else 0)
         self.refresh_seconds.append(time.process_time() - t0)  # CPU: benchmarks compare it on loaded machines
         return view
+
+    @property
+    def view_table(self) -> JobTable | None:
+        """The table as the policy and placement saw it at the last decision (None before any)."""
+        return self._view
 
     def row_bonus(self, row: int, gpu_type: int) -> bool:
         """Whether the row's rate on that GPU type carried an exploration bonus at the last decision."""

@@ -1,6 +1,7 @@
 """The API bounds what it accepts (issue 13, points 1 and 8): NUL and lone surrogates, integers past 2^53,
 bodies past the limit are 422/413 with a body that matches the published schema, never a 500; a retried
-submission with its idempotency key is stored once; an unknown job type is refused."""
+submission with its idempotency key is stored once; an unknown job type is a hint (learned throughputs) or
+refused (profile)."""
 
 from __future__ import annotations
 
@@ -124,13 +125,21 @@ def test_a_stored_lone_surrogate_does_not_break_the_listing(tmp_path: Path, serv
         assert r.status_code == 200, r.text
 
 
-def test_an_unknown_job_type_is_refused_and_cannot_reset_the_policy(shared_server: Server) -> None:
+def test_an_unknown_job_type_is_a_hint_or_refused_and_cannot_reset_the_policy(
+        shared_server: Server, tmp_path: Path, servers: Callable[..., Server]) -> None:
     # Before: any user could restart the Tiresias state of every job with --type nonsense.
-    r = shared_server.client().post("/v1/jobs", json={"command": [PY, "-c", "pass"], "gpus": 1,
-                                                       "job_type": "no-such-model"})
+    body = {"command": [PY, "-c", "pass"], "gpus": 1, "job_type": "no-such-model"}
+    # With learned throughputs (the default) a type is a hint for the job's prior: any name will do, and the
+    # policy's table still counts it as 'generic'.
+    r = shared_server.client().post("/v1/jobs", json=body)
+    assert r.status_code == 201, r.text
+    assert shared_server.wait_state(int(r.json()["id"]), "completed")["job_type"] == "no-such-model"
+    assert "per-job state restarts" not in shared_server.log()
+    # Deciding on the profile, a type it does not know is refused.
+    s = servers(tmp_path / "state", "--throughputs", "profile", gpus=1, policy="fifo", round_seconds=3600.0)
+    r = s.client().post("/v1/jobs", json=body)
     assert r.status_code == 422
     assert "unknown job type 'no-such-model'" in r.json()["detail"] and "generic" in r.json()["detail"]
-    assert "per-job state restarts" not in shared_server.log()
 
 
 def test_a_retried_submission_with_its_key_is_stored_once(shared_server: Server) -> None:

@@ -112,6 +112,12 @@ class ClassModel(RestartSeconds):
             r *= min(1.0, max(self.pair_floor, math.exp(c.a + p.b)))
         return r
 
+    def pair_fits(self, a: str, b: str, gpu_type: str, num_gpus: int | None = None,
+                  partner_num_gpus: int | None = None) -> bool:
+        """No memory data: nothing against a pair (its rates decide; a vetoed pair's are 0). Without this
+        method the placements' rate book took every pair as not fitting, and learned runs never packed."""
+        return True
+
     def strategy_for(self, job_type: str, num_gpus: int, partner: tuple[str, int] | None = None) -> str | None:
         return None  # strategies are not learned: each job runs with its own default
 

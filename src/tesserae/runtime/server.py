@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from tesserae.runtime.store.state_folder import StateFolder
 
 EXECUTORS = ("local", "ray", "slurm")
+THROUGHPUTS = ("learned", "profile")
 
 
 class _Shutdown(Exception):
@@ -84,6 +85,9 @@ class ServerOptions:
     config: Path | None = None
     #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.controller.prediction``).
     predict_restart_seconds: float = 1.0
+    #: What the scheduler decides on: ``learned`` (each job's rates learned from its progress, the profile
+    #: as their prior: ``runtime.controller.learning``) or ``profile`` (the profile's rates by job type).
+    throughputs: str = "learned"
 
 
 def say(msg: str) -> None:
@@ -156,6 +160,8 @@ def _check_options(opts: ServerOptions) -> tuple[str, ...]:
         if opts.virtual_gpus is not None:
             raise InputError("--virtual-gpus does not go with --executor slurm: the GPUs are the partition's GRES",
                              field="virtual-gpus")
+    if opts.throughputs not in THROUGHPUTS:
+        raise InputError(f"--throughputs is learned or profile, not '{opts.throughputs}'", field="throughputs")
     if opts.cgroups not in ("auto", "off"):
         raise InputError(f"--cgroups is auto or off, not '{opts.cgroups}'", field="cgroups")
     try:
@@ -205,6 +211,18 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
                          pass_env=pass_env, log=say)
 
 
+def _scheduler(cluster: Any, model: Any, opts: ServerOptions) -> Any:
+    """The scheduler of the options, built to check them before anything is written (with learned
+    throughputs the server builds the real one once the store is open: the estimator lives there)."""
+    from tesserae.config import build_scheduler
+    from tesserae.profiles.learned import RateEstimator
+    from tesserae.runtime.controller.learning import class_model
+
+    if opts.throughputs == "learned":
+        return build_scheduler(cluster, class_model(RateEstimator(cluster.gpu_types, model)), opts.run)
+    return build_scheduler(cluster, model, opts.run)
+
+
 def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
     """Run the server until SIGTERM or Ctrl-C; ``extensions`` are mounted on its HTTP app after the API
     (the dashboard: the ``tesserae server`` command passes it)."""
@@ -212,16 +230,18 @@ def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime.api.app import create_app
     from tesserae.runtime.controller import tenancy as tenancy_mod
+    from tesserae.runtime.controller.learning import RuntimeLearning, class_model
     from tesserae.runtime.controller.loop import Controller, ControllerConfig
     from tesserae.runtime.controller.prediction import Predictor
     from tesserae.runtime.job import isolation as iso
     from tesserae.runtime.store.state_folder import SERVER_FILE, ensure_admin_token, open_state, write_private
+    from tesserae.scheduler_learned import LearnedScheduler
 
     pass_env = _check_options(opts)
     executor = make_executor(opts, pass_env)
     model = load_profile(opts.profile)
     # Built as soon as the executor knows its cluster (the local one does now): a bad option leaves nothing behind.
-    scheduler = None if executor.cluster is None else build_scheduler(executor.cluster, model, opts.run)
+    scheduler = None if executor.cluster is None else _scheduler(executor.cluster, model, opts)
     if executor.cluster is not None and opts.config is not None:  # a bad config file is refused before anything
         tenancy_mod.check_config(opts.config, executor.cluster.gpus_by_type, opts.run.policy)  # is written
     isolation = iso.resolve(job_user=opts.job_user, user_map=opts.user_map, same_user=opts.insecure_same_user,
@@ -244,14 +264,19 @@ def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
     executor.open(state, folder.store)
     cluster = executor.cluster
     assert cluster is not None  # an executor that finds no GPU refuses to open
-    if scheduler is None:
+    learning = None
+    if opts.throughputs == "learned":  # the estimator as the store kept it, on this cluster's GPU types
+        learning = RuntimeLearning.open(folder.store, cluster, model, opts.run.round_seconds, say)
+        scheduler = LearnedScheduler.wrap(build_scheduler(cluster, class_model(learning.estimator), opts.run),
+                                          learning.estimator)
+    elif scheduler is None:
         scheduler = build_scheduler(cluster, model, opts.run)
     tenancy = tenancy_mod.start_queues(folder.store, cluster.gpus_by_type, opts.run, opts.config)
     controller = Controller(folder.store, executor, scheduler, cluster, state,
                             ControllerConfig(round_seconds=opts.run.round_seconds, grace_seconds=opts.grace_seconds,
                                              event_driven=opts.event_driven, tick=opts.tick),
                             log=say, isolation=isolation, job_root=folder.job_root,
-                            reserve_job_id=folder.sidecar.reserve)
+                            reserve_job_id=folder.sidecar.reserve, profile=model, learning=learning)
     controller.tenancy = tenancy
     controller.predictor = Predictor(opts.run.round_seconds, opts.event_driven,
                                      restart_seconds=opts.predict_restart_seconds, run=opts.run)
@@ -261,7 +286,8 @@ def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
     info: dict[str, Any] = {
         "executor": executor.name, "policy": opts.run.policy, "placement": opts.run.placement,
         "packing": opts.run.packing, "round_seconds": opts.run.round_seconds, "event_driven": opts.event_driven,
-        "grace_seconds": opts.grace_seconds, "profile": model.name, "cluster": cluster.describe(),
+        "grace_seconds": opts.grace_seconds, "profile": model.name, "throughputs": opts.throughputs,
+        "cluster": cluster.describe(),
         **executor.info(),
     }
     controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
@@ -285,7 +311,7 @@ def _say_started(opts: ServerOptions, controller: Controller, folder: StateFolde
     where = "" if location is None else f" on {location}"
     say(f"state {folder.path}; {len(gpus)} {kind} GPU(s) ({cluster.describe()}){where}; policy {opts.run.policy}, "
         f"placement {opts.run.placement}; rounds of {opts.run.round_seconds:g} s"
-        f"{', event-driven' if opts.event_driven else ''}")
+        f"{', event-driven' if opts.event_driven else ''}; {opts.throughputs} throughputs")
     tracking = executor.describe_tracking()
     say(f"{isolation.describe()}; job folders in {folder.job_root}{'' if tracking is None else f'; {tracking}'}")
     if isolation.same_user and os.geteuid() == 0:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,11 +69,16 @@ class Snapshot:
 
     @classmethod
     def take(cls, now: float, table: JobTable, active: np.ndarray, assignments: dict[int, Assignment],
-             scheduler: Scheduler, known_work: np.ndarray) -> Snapshot:
-        """Copy everything a prediction mutates (table, policy, placement, queue step), not the model."""
+             scheduler: Scheduler, known_work: np.ndarray,
+             units: Callable[[JobTable], None] | None = None) -> Snapshot:
+        """Copy everything a prediction mutates (table, policy, placement, queue step), not the model.
+        ``units`` converts the copied table's work and rates into the model's units first (learned
+        throughputs: ``runtime.controller.learning``)."""
         memo: dict[int, Any] = {id(scheduler.model): scheduler.model, id(scheduler.cluster): scheduler.cluster}
         t, policy, placement, queues = copy.deepcopy((table, scheduler.policy, scheduler.placement,
                                                       scheduler.queues), memo)
+        if units is not None:
+            units(t)
         sched = Scheduler(scheduler.cluster, policy, placement, scheduler.model, scheduler.config, queues=queues)
         act = np.asarray(active, dtype=np.int64).copy()
         measured_speed(t, act)

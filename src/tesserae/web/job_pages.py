@@ -12,6 +12,7 @@ from fastapi import Query, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from tesserae.runtime.api.jobs import JobId
+from tesserae.runtime.commands.learned_view import rate_text, source_text, spread_text
 from tesserae.runtime.job.files import MAX_INT
 from tesserae.runtime.store.database import FINAL_STATES, JOB_STATES
 from tesserae.web.dashboard import ApiError, Dashboard
@@ -92,6 +93,20 @@ def run_timeline(job: dict[str, Any], runs: list[dict[str, Any]], now: float) ->
     return {"bars": bars, "start": t0, "end": t1, "runs_started": started, "restarts": max(0, started - 1)}
 
 
+def learned_rows(learned: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The job's learned rates as the page shows them (``--throughputs learned``; None otherwise)."""
+    if not learned:
+        return None
+    types = [{"gpu_type": g, "rate": rate_text(e.get("rate")), "confidence": spread_text(e.get("sd")),
+              "observations": e.get("observations", 0), "source": source_text(e), "measured": bool(e.get("measured"))}
+             for g, e in sorted((learned.get("gpu_types") or {}).items())]
+    partners = [{"job": p.get("partner"), "gpu_type": p.get("gpu_type"), "observations": p.get("observations", 0),
+                 "factor": "-" if p.get("factor") is None else f"{p['factor']:.2f}"}
+                for p in learned.get("partners") or []]
+    return {"types": types, "partners": partners, "hint": learned.get("declared_type"),
+            "explored": learned.get("explored_gpu_seconds") or 0.0}
+
+
 def event_text(e: dict[str, Any]) -> str:
     d = e.get("detail")
     if isinstance(d, dict):
@@ -135,7 +150,7 @@ def register(dash: Dashboard) -> None:
                        and state in ("queued", "preempted")}
             events = [{**e, "text": event_text(e)} for e in job.get("events", [])]
             return {"job": job, "timeline": run_timeline(job, runs, now), "events": events, "now": now,
-                    "actions": actions, "title": f"Job {job['id']}"}
+                    "actions": actions, "title": f"Job {job['id']}", "learned": learned_rows(job.get("learned"))}
 
         return await dash.page(request, "job.html", "jobs", load)
 

@@ -112,7 +112,8 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
                 "gpus_free": sum(1 for g in gpus if g["available"] and not g["jobs"]),
                 "jobs": counts.jobs_by_state(store),
                 "queue": pending.queue_view(controller, None if who.admin else who.user),
-                "rounds": controller.stats.rounds, "last_decision_time": controller.stats.last_decision}
+                "rounds": controller.stats.rounds, "last_decision_time": controller.stats.last_decision,
+                "learned": None if controller.learning is None else controller.learning.counters()}
 
     @app.get("/v1/nodes", tags=["cluster"])
     def nodes(who: Who) -> dict[str, Any]:

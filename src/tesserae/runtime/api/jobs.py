@@ -145,8 +145,11 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def show(job_id: JobId, who: Who) -> dict[str, Any]:
         row = own_job(job_id, who)
-        return annotate(controller, [job_view(row, live_allocation(job_id), jobs.events(store, job_id),
+        view = annotate(controller, [job_view(row, live_allocation(job_id), jobs.events(store, job_id),
                                               pending.describe(controller).get(job_id))])[0]
+        learning = controller.learning  # its learned rates per GPU type and partner (learned throughputs)
+        view["learned"] = None if learning is None else learning.describe(job_id)
+        return view
 
     @app.post("/v1/jobs/{job_id}/cancel", tags=["jobs"],
               responses={409: {"model": ErrorBody, "description": "The job has already ended."}})

@@ -54,7 +54,9 @@ class JobSubmission(BaseModel):
     gpus: BoundedInt = Field(description="GPUs the job needs, all at once (a gang).")
     name: SafeStr | None = Field(None, min_length=1, max_length=200, description="Display name.")
     job_type: str = Field("generic", min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$",
-                          description="Model / batch-size class, as the throughput profile names it.")
+                          description="Model / batch-size class, as the throughput profile names it; with "
+                                      "learned throughputs, a hint for the prior (jobs of one type learn from "
+                                      "each other's rates), any name.")
     iterations: BoundedInt | None = Field(None, description="Total iterations (the job's work), if known.")
     env: dict[Annotated[SafeStr, Field(max_length=256)], Annotated[SafeStr, Field(max_length=MAX_ARG)]] = Field(
         default_factory=dict, max_length=1024, description="Extra environment variables. On a server with job "
@@ -162,7 +164,7 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
     if sub.gpu_type is not None:
         check_gpu_type(sub.gpu_type, sub.gpus, controller)
     known = controller.job_types()
-    if sub.job_type not in known:
+    if sub.job_type not in known and controller.learning is None:  # learned: a type is a hint, any name will do
         shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
         raise SubmitError("job_type", f"unknown job type '{sub.job_type}'; this server's profile knows: {shown}")
     check_env_allowed(sub.env, controller)

@@ -23,6 +23,7 @@ from tesserae.runtime.commands.common import (
 )
 from tesserae.runtime.commands.common import until as time_until
 from tesserae.runtime.commands.job_fields import FIELDS, TIME_HELP, parse_fields, print_fields, why, window
+from tesserae.runtime.commands.learned_view import learned_table, partner_lines
 
 
 def register(app: typer.Typer) -> None:
@@ -116,6 +117,17 @@ def show(
         rows.append(("reason", j["reason"]))
     rows += lifecycle_rows(j)
     console.print(fields_table(rows))
+    learned = j.get("learned")
+    if learned:
+        hint = learned.get("declared_type")
+        console.print(f"[bold]learned rates[/] ({learned.get('num_gpus')} GPU(s), consolidated"
+                      f"{'' if not hint else f'; type hint {hint}'})", highlight=False)
+        console.print(learned_table(learned))
+        lines = partner_lines(learned)
+        if lines:
+            console.print("[bold]partners[/]")
+            for line in lines:
+                console.print(line, highlight=False)
     events = j.get("events") or []
     if events:
         console.print("[bold]events[/]")

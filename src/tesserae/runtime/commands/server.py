@@ -85,7 +85,12 @@ def server(
     skew_threshold: SkewOpt = None,
     policy_opt: PolicyOptionsOpt = None,
     placement_opt: PlacementOptionsOpt = None,
-    profile: Annotated[str | None, typer.Option("--profile", help="Throughput profile.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Throughput profile (with learned "
+                                                "throughputs: the prior of the jobs whose --type it knows).")] = None,
+    throughputs: Annotated[str, typer.Option("--throughputs", metavar="learned|profile", help="What the scheduler "
+                                             "decides on: each job's rates learned from its own progress, with "
+                                             "the profile as their prior (learned), or the profile's rates by job "
+                                             "type (profile).")] = "learned",
     job_user: Annotated[str | None, typer.Option("--job-user", metavar="ACCOUNT", help="Run jobs as this "
                                                  "unprivileged Unix account (the server must be root).")] = None,
     user_map: Annotated[Path | None, typer.Option("--user-map", metavar="FILE", help="TOML [accounts] "
@@ -145,5 +150,5 @@ def server(
                         insecure_same_user=insecure_same_user, job_root=job_root,
                         pass_env=tuple(pass_env or ()), cgroups=cgroups, max_body_bytes=max_body_bytes,
                         ready_file=ready_file, new_store=new_store, config=config,
-                        predict_restart_seconds=predict_restart_seconds,
+                        predict_restart_seconds=predict_restart_seconds, throughputs=throughputs,
                         log_to_state=os.environ.get(DETACHED_VAR) == "1"), extensions=ctx.obj or ())

@@ -73,7 +73,9 @@ def submit(
     gpus: Annotated[int, typer.Option("--gpus", min=1, help="GPUs the job needs (all at once).")] = 1,
     name: Annotated[str | None, typer.Option("--name", help="Display name.")] = None,
     job_type: Annotated[str | None, typer.Option("--type", help="Job type (model), as the profile names "
-                                                 "it.")] = None,
+                                                 "it; on a server with learned throughputs (the default) "
+                                                 "a hint: any name, jobs of one type learn from each "
+                                                 "other.")] = None,
     iterations: Annotated[int | None, typer.Option("--iterations", min=1, help="Total iterations, if "
                                                    "known.")] = None,
     env: Annotated[list[str] | None, typer.Option("--env", help="KEY=VALUE, repeatable.")] = None,

@@ -7,7 +7,9 @@ It wires four parts and runs the loop that drives them, on one thread:
   progress (and let the executor poll: ``Executor.watch``);
 - ``rounds``, when a decision is due: store -> JobTable -> ``Scheduler.decide`` -> Plan, after
   taking the executor's new view of the cluster if it has one;
-- ``apply``: the Plan's stops, then its starts.
+- ``apply``: the Plan's stops, then its starts;
+- ``learning`` (with ``--throughputs learned``): every progress report feeds the estimator the
+  scheduler decides on, whose state is saved in the store.
 
 Every change to a run goes through ``runs.RunBook``, write-ahead (the store first, then the act),
 so a crash at any point is settled by the next start's reconciliation: a job is never lost, never
@@ -45,6 +47,8 @@ from tesserae.runtime.store.job_ids import JobIds
 from tesserae.scheduler import Scheduler
 
 if TYPE_CHECKING:
+    from tesserae.core.throughput import ThroughputModel
+    from tesserae.runtime.controller.learning import RuntimeLearning
     from tesserae.runtime.controller.prediction import Predictor
     from tesserae.runtime.controller.tenancy import RuntimeQueues
 
@@ -55,7 +59,10 @@ class Controller:
     def __init__(self, store: Store, executor: Executor[Any], scheduler: Scheduler, cluster: Cluster,
                  state_dir: Path, config: ControllerConfig | None = None,
                  log: Callable[[str], None] | None = None, *, isolation: Isolation | None = None,
-                 job_root: Path | None = None, reserve_job_id: Callable[[int], None] | None = None) -> None:
+                 job_root: Path | None = None, reserve_job_id: Callable[[int], None] | None = None,
+                 profile: ThroughputModel | None = None, learning: RuntimeLearning | None = None) -> None:
+        """``profile``: the server's profile when the scheduler decides on another model (learned
+        throughputs: then ``learning`` feeds the estimator behind it)."""
         self.store, self.executor, self.state_dir = store, executor, state_dir
         #: Who jobs run as (see ``isolation``).
         self.isolation = isolation or Isolation(same_user=True)
@@ -68,8 +75,10 @@ class Controller:
         self.job_ids = JobIds(self.paths, self.reserve_job_id)
         self.runs = RunBook(store, executor, self.config, self.paths, self.isolation, Faults.from_env(self.log),
                             self.log, self.wake)
+        self.runs.learning = learning
         self.reaper = Reaper(self.runs)
-        self.rounds = Rounds(store, executor, scheduler, cluster, self.runs, self.log)
+        self.rounds = Rounds(store, executor, scheduler, cluster, self.runs, self.log, profile=profile,
+                             learning=learning)
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._pending = True  # decide at once after start-up
@@ -87,6 +96,11 @@ class Controller:
     def table(self) -> JobTable | None:
         """The table of the latest decision (rows: every job ever submitted, in id order)."""
         return self.rounds.table
+
+    @property
+    def learning(self) -> RuntimeLearning | None:
+        """Learned throughputs (None: the scheduler decides on the profile)."""
+        return self.rounds.learning
 
     @property
     def stats(self) -> Stats:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -52,11 +53,12 @@ class Predictor:
 
     # ------------------------------------------------------------------ controller thread
     def after_decision(self, epoch: float, now: float, table: JobTable, active: np.ndarray,
-                       assignments: dict[int, Assignment], scheduler: Scheduler) -> None:
+                       assignments: dict[int, Assignment], scheduler: Scheduler,
+                       units: Callable[[JobTable], None] | None = None) -> None:
         """Copy the state just decided on; the worker predicts from it (the previous copy, if not
-        started yet, is dropped: only the latest state matters)."""
+        started yet, is dropped: only the latest state matters). ``units``: see ``Snapshot.take``."""
         known = table.work < UNKNOWN_WORK_MIN
-        snap = Snapshot.take(now, table, active, assignments, scheduler, known)
+        snap = Snapshot.take(now, table, active, assignments, scheduler, known, units)
         with self._cond:
             self.epoch = epoch
             self._snapshot = snap

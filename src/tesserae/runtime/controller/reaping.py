@@ -39,7 +39,7 @@ class Reaper:
             self._cancellations(now)
         if periodic:
             self._last_progress = now
-            self._progress()
+            self._progress(now)
             self._time_limits(now)
         return changed
 
@@ -84,11 +84,19 @@ class Reaper:
                     runs.log(f"job {live.job_id}: reached its time limit of {limit:g} s; stopping it")
                     runs.begin_stop(live, "timeout", now)
 
-    def _progress(self) -> None:
+    def _progress(self, now: float) -> None:
         runs = self.runs
-        reports = [(it, total, live.job_id) for live in runs.live.values()
-                   for it, total in [runs.paths.read_progress(live.job_id)] if it is not None]
-        jobs.record_progress(runs.store, reports)
+        read = [(live, runs.paths.read_progress_report(live.job_id)) for live in runs.live.values()]
+        jobs.record_progress(runs.store, [(r.iterations, r.total, live.job_id) for live, r in read
+                                          if r.iterations is not None])
+        learning = runs.learning
+        if learning is not None:  # every report of a running job feeds the estimator (``learning``)
+            with learning.lock:
+                learning.track(((live.alloc_id, live.job_id, live.gpus, live.start_time)
+                                for live in runs.live.values() if live.phase == "running"), now)
+                for live, report in read:
+                    if live.phase == "running":
+                        learning.on_report(live.alloc_id, report, now)
 
     def _lingering(self, live: Live, now: float, *, exit_recorded: bool) -> bool:
         """True while processes of a run whose launcher has exited remain (they are being killed).

@@ -11,6 +11,11 @@ the Scheduler is rebuilt on it (same policy and placement objects, so their per-
 carries over) and the running jobs' GPU ids are remapped onto it; and a tenant queue config
 replaced over the API (``tenancy``) is put into the scheduler. After it, the predictor (if any)
 takes a copy of the state to predict start times from. Applying the Plan is ``apply``'s.
+
+With learned throughputs (``learning``), the jobs are registered with the estimator and the
+round's progress windows become observations before the decision (under the estimator's lock), the
+scheduler decides on its view (``LearnedScheduler``), the runs that explore are noted after it, and
+the predictor simulates the view, whose rates are the learned ones.
 """
 
 from __future__ import annotations
@@ -25,14 +30,17 @@ import numpy as np
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import Controls, JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
+from tesserae.core.throughput import ThroughputModel
 from tesserae.runtime.controller import lifecycle
 from tesserae.runtime.controller.runs import Live, RunBook
 from tesserae.runtime.executor.protocol import Executor
 from tesserae.runtime.store import allocations, jobs
 from tesserae.runtime.store.database import ACTIVE_STATES, FINAL_STATES, Store
 from tesserae.scheduler import Scheduler
+from tesserae.scheduler_learned import LearnedScheduler
 
 if TYPE_CHECKING:
+    from tesserae.runtime.controller.learning import RuntimeLearning
     from tesserae.runtime.controller.prediction import Predictor
     from tesserae.runtime.controller.tenancy import RuntimeQueues
 
@@ -95,13 +103,19 @@ def _limit(row: Any) -> Controls | None:
 
 class Rounds:
     def __init__(self, store: Store, executor: Executor[Any], scheduler: Scheduler, cluster: Cluster,
-                 runs: RunBook, log: Callable[[str], None]) -> None:
+                 runs: RunBook, log: Callable[[str], None], *, profile: ThroughputModel | None = None,
+                 learning: RuntimeLearning | None = None) -> None:
         self.store, self.executor, self.scheduler, self.cluster = store, executor, scheduler, cluster
         self.runs, self.log = runs, log
         self.epoch = store.epoch
         self.table: RuntimeTable | None = None
+        #: The server's profile (the job types it names, and their reference rates); with learned
+        #: throughputs the scheduler's own model is the estimator's class model instead.
+        self.profile: ThroughputModel = profile if profile is not None else scheduler.model
+        #: Learned throughputs (None: the scheduler decides on the profile).
+        self.learning = learning
         #: The job types a submission may name: the profile's, and ``generic``.
-        self.types: list[str] = [*sorted(scheduler.model.job_types()), "generic"]
+        self.types: list[str] = [*sorted(self.profile.job_types()), "generic"]
         #: When the policy wants to decide again by itself (a demotion, say), in wall-clock time.
         self.next_event = math.inf
         #: When the first retry's backoff ends (``lifecycle``): a decision is due then.
@@ -112,6 +126,7 @@ class Rounds:
         self.tenancy: RuntimeQueues | None = None
         #: Predicted starts (``prediction.Predictor``): handed the state after every decision.
         self.predictor: Predictor | None = None
+        self._declared: list[str] = []
 
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
         """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
@@ -126,6 +141,7 @@ class Rounds:
                          1.0, str(r["name"]), queue=str(r["queue"]), priority_class=str(r["priority_class"]),
                          gpu_type=r["gpu_type"], controls=_limit(r)) for r in rows]
         table = self.table_for(specs)
+        self._declared = [str(r["job_type"]) for r in rows]  # row -> its --type (learned: a hint for its prior)
         row_of = {int(r["id"]): i for i, r in enumerate(rows)}
         running = self.runs.running()
         active = fill_rows(table, rows, running, now, e)
@@ -153,7 +169,7 @@ class Rounds:
             self.table = RuntimeTable(specs, list(self.types))
         else:
             RuntimeTable.__init__(self.table, specs, list(self.types))
-        self.table.set_reference_rates(self.scheduler.model)
+        self.table.set_reference_rates(self.profile)
         return self.table
 
     def decide(self, now: float) -> tuple[Plan, JobTable] | None:
@@ -162,24 +178,51 @@ class Rounds:
             self.tenancy.install(self.scheduler)  # a config replaced over the API, between decisions
         table, active, previous = self.build_table(now)
         rel = now - self.epoch
+        # A learned scheduler's policy keeps its state on the view it decides on: it hears of the ends there.
+        seen = self.scheduler.follow(table) if isinstance(self.scheduler, LearnedScheduler) else None
         for job_id in self.runs.finished:
             rows = np.flatnonzero(table.job_id == job_id)
             if rows.size:
-                self.scheduler.policy.on_finish(table, int(rows[0]), rel)
+                self.scheduler.policy.on_finish(table if seen is None else seen, int(rows[0]), rel)
         self.runs.finished.clear()
         if active.size == 0:
             self.next_event = self.retry_due
             self._record(now, 0.0, None)
             return None
+        if self.learning is not None:
+            with self.learning.lock:
+                return self._decide_learned(now, rel, table, active, previous)
         c0 = time.perf_counter()
         plan = self.scheduler.decide(rel, table, active, previous)
         seconds = time.perf_counter() - c0
+        self._after(now, rel, seconds, plan, table, active)
+        if self.predictor is not None:  # it copies the state here and simulates it in a thread of its own
+            self.predictor.after_decision(self.epoch, rel, table, active, plan.assignments, self.scheduler)
+        return plan, table
+
+    def _after(self, now: float, rel: float, seconds: float, plan: Plan, table: JobTable, active: np.ndarray) -> None:
         self._record(now, seconds, plan)
         running_rows = np.fromiter(plan.assignments, dtype=np.int64, count=len(plan.assignments))
         ev = self.scheduler.policy.next_event(table, active, running_rows, rel)
         self.next_event = min(self.epoch + ev if ev > rel else math.inf, self.retry_due)
-        if self.predictor is not None:  # it copies the state here and simulates it in a thread of its own
-            self.predictor.after_decision(self.epoch, rel, table, active, plan.assignments, self.scheduler)
+
+    def _decide_learned(self, now: float, rel: float, table: JobTable, active: np.ndarray,
+                        previous: dict[int, Assignment]) -> tuple[Plan, JobTable]:
+        """The decision on learned rates (under the estimator's lock: see module docstring)."""
+        learning, sched = self.learning, self.scheduler
+        assert learning is not None and isinstance(sched, LearnedScheduler)
+        learning.register((int(table.job_id[r]), int(table.num_gpus[r]), self._declared[r]) for r in active.tolist())
+        learning.before_decision(now)
+        c0 = time.perf_counter()
+        plan = sched.decide(rel, table, active, previous)
+        seconds = time.perf_counter() - c0
+        view = sched.view_table
+        assert view is not None
+        self._after(now, rel, seconds, plan, view, active)  # the policy keeps its state on the view it decided on
+        learning.after_decision(plan.assignments, view, sched.row_bonus)
+        if self.predictor is not None:
+            self.predictor.after_decision(self.epoch, rel, view, active, plan.assignments, sched,
+                                          units=learning.model_units(sched))
         return plan, table
 
     def take_view(self) -> bool:
@@ -203,7 +246,10 @@ class Rounds:
             return False
         s = self.scheduler
         self.cluster = change.cluster
-        self.scheduler = Scheduler(change.cluster, s.policy, s.placement, s.model, s.config, queues=s.queues)
+        if isinstance(s, LearnedScheduler) and self.learning is not None:
+            self.scheduler = self.learning.rebuild(s, change.cluster)
+        else:
+            self.scheduler = Scheduler(change.cluster, s.policy, s.placement, s.model, s.config, queues=s.queues)
         self.log(f"cluster: now {change.cluster.describe()} ({change.cluster.num_gpus} GPUs)")
         self.store.event(None, "cluster", {"cluster": change.cluster.describe(), "gpus": change.cluster.num_gpus})
         if self.on_cluster_change is not None:

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tesserae.runtime.controller import lifecycle
 from tesserae.runtime.controller.faults import Faults
@@ -33,6 +33,9 @@ from tesserae.runtime.job.paths import JobPaths
 from tesserae.runtime.store import allocations, jobs
 from tesserae.runtime.store.allocations import RunEnd
 from tesserae.runtime.store.database import FINAL_STATES, Store
+
+if TYPE_CHECKING:
+    from tesserae.runtime.controller.learning import RuntimeLearning
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +91,8 @@ class RunBook:
         self.stats = Stats()
         #: Jobs that reached a final state since the last decision (the policy's ``on_finish``).
         self.finished: list[int] = []
+        #: Learned throughputs (``learning``): fed each run's reports, the last one when the run ends.
+        self.learning: RuntimeLearning | None = None
 
     def running(self) -> dict[int, Live]:
         """The running runs, by job id."""
@@ -133,9 +138,18 @@ class RunBook:
         cwd = Path(job["workdir"]) if job["workdir"] else workspace / "work"
         live.run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.paths.append_log(job_id, f"run {live.alloc_id} ({kind}) on GPUs {','.join(map(str, gpus))}")
-        env = job_env.contract(job, self.paths.workspace(job_id), gpus, live.alloc_id, live.strategy)
+        env = job_env.contract(job, self.paths.workspace(job_id), gpus, live.alloc_id, live.strategy,
+                               self._gpu_type(gpus))
         return self.executor.spawn(Launch(argv, env, cwd, self.paths.log_path(job_id), live.run_dir,
                                           int(job["nproc"]), gpus, account, job["cpus"], job["memory_mb"]))
+
+    def _gpu_type(self, gpus: tuple[int, ...]) -> str | None:
+        """The type of these GPUs in the executor's cluster (None: unknown, or several)."""
+        cluster = self.executor.cluster
+        if cluster is None or not gpus or max(gpus) >= cluster.num_gpus:
+            return None
+        types = {cluster.gpu_types[int(cluster.gpu_type[g])] for g in gpus}
+        return types.pop() if len(types) == 1 else None
 
     # ------------------------------------------------------------------ stop
     def begin_stop(self, live: Live, why: str, now: float) -> None:
@@ -158,7 +172,11 @@ class RunBook:
         """Record how the run ended (``code`` None: lost) and what that makes of its job."""
         job = jobs.get(self.store, live.job_id)
         assert job is not None
-        progress, total = self.paths.read_progress(live.job_id)
+        report = self.paths.read_progress_report(live.job_id)
+        progress, total = report.iterations, report.total
+        if self.learning is not None and live.phase != "starting":
+            with self.learning.lock:
+                self.learning.on_close(live.alloc_id, report, end)
         state, outcome, reason = classify(job, live.stop_reason, code, failure)
         state, reason, retry_at = lifecycle.retry(job, state, outcome, reason, end)
         held = max(0.0, end - live.start_time)

@@ -103,8 +103,9 @@ def base_env(source: Mapping[str, str] | None = None, *, pass_env: Iterable[str]
 
 
 def contract(job: Mapping[str, Any], workspace: Path, gpus: tuple[int, ...], run_id: int,
-             strategy: str | None) -> dict[str, str]:
-    """The job's own ``env`` (a stored job row's) and the job contract's ``TESSERAE_*`` variables over it."""
+             strategy: str | None, gpu_type: str | None = None) -> dict[str, str]:
+    """The job's own ``env`` (a stored job row's) and the job contract's ``TESSERAE_*`` variables over it
+    (``TESSERAE_GPU_TYPE``: the type of the run's GPUs, when known)."""
     env = dict(json.loads(job["env"]))
     env.update({
         "TESSERAE_JOB_ID": str(job["id"]),
@@ -122,6 +123,8 @@ def contract(job: Mapping[str, Any], workspace: Path, gpus: tuple[int, ...], run
         env["TESSERAE_ITERATIONS"] = str(job["iterations"])
     if strategy:
         env["TESSERAE_STRATEGY"] = strategy
+    if gpu_type:
+        env["TESSERAE_GPU_TYPE"] = gpu_type
     if "array_index" in job.keys() and job["array_index"] is not None:  # noqa: SIM118 (a sqlite3.Row's `in` is its values)
         env["TESSERAE_ARRAY_INDEX"] = str(job["array_index"])
         env["TESSERAE_ARRAY_JOB_ID"] = str(job["array_job"])

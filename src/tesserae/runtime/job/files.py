@@ -17,6 +17,7 @@ import math
 import os
 import stat
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -75,21 +76,43 @@ def _bounded_number(value: Any, *, integer: bool, low: float) -> float | int | N
     return float(value)
 
 
-def read_progress(path: str | os.PathLike[str]) -> tuple[float | None, int | None]:
-    """(iterations done, total iterations) from a job's ``progress.json``; None for what is missing,
-    malformed or out of bounds (iterations in [0, 2^53], total an integer in [1, 2^53])."""
+@dataclass(frozen=True, slots=True)
+class ProgressReport:
+    """What a job's ``progress.json`` says, each field bounded (None: missing, malformed or out of bounds).
+
+    ``iterations`` in [0, 2^53]; ``total`` an integer in [1, 2^53]; ``time`` (when the job wrote it, its
+    clock) in [0, 2^53]; ``run`` (the ``TESSERAE_RUN_ID`` of the run that wrote it) an integer in [0, 2^53].
+    All of it is the job's word: the controller bounds ``time`` by when it saw the report, and takes a
+    report of another run than the current one as stale (``controller.learning``)."""
+
+    iterations: float | None = None
+    total: int | None = None
+    time: float | None = None
+    run: int | None = None
+
+
+def read_progress_report(path: str | os.PathLike[str]) -> ProgressReport:
+    """A job's ``progress.json`` as a :class:`ProgressReport` (every field None when unreadable)."""
     data = read_capped(path, PROGRESS_CAP)
     if data is None:
-        return None, None
+        return ProgressReport()
     try:
         doc = json.loads(data)
     except (ValueError, RecursionError):  # ValueError covers bad UTF-8 and integers too long to parse
-        return None, None
+        return ProgressReport()
     if not isinstance(doc, dict):
-        return None, None
-    it = _bounded_number(doc.get("iterations"), integer=False, low=0)
-    total = _bounded_number(doc.get("total"), integer=True, low=1)
-    return it, total  # type: ignore[return-value]
+        return ProgressReport()
+    return ProgressReport(_bounded_number(doc.get("iterations"), integer=False, low=0),
+                          _bounded_number(doc.get("total"), integer=True, low=1),  # type: ignore[arg-type]
+                          _bounded_number(doc.get("time"), integer=False, low=0),
+                          _bounded_number(doc.get("run"), integer=True, low=0))  # type: ignore[arg-type]
+
+
+def read_progress(path: str | os.PathLike[str]) -> tuple[float | None, int | None]:
+    """(iterations done, total iterations) from a job's ``progress.json``; None for what is missing,
+    malformed or out of bounds (iterations in [0, 2^53], total an integer in [1, 2^53])."""
+    report = read_progress_report(path)
+    return report.iterations, report.total
 
 
 def read_exit_record(run_dir: str | os.PathLike[str]) -> tuple[int, float] | None:

@@ -46,3 +46,7 @@ class JobPaths:
     def read_progress(self, job_id: int) -> tuple[float | None, int | None]:
         """The job's own progress report, read as hostile input (see ``job.files``)."""
         return job_files.read_progress(self.workspace(job_id) / "progress.json")
+
+    def read_progress_report(self, job_id: int) -> job_files.ProgressReport:
+        """The whole progress report (with when and by which run it was written), read as hostile input."""
+        return job_files.read_progress_report(self.workspace(job_id) / "progress.json")
