@@ -152,11 +152,23 @@ class Client:
         key = idempotency_key or str(uuid.uuid4())
         return self.call("POST", "/v1/jobs", json=payload, headers={"Idempotency-Key": key}, retries=retries).json()
 
-    def jobs(self, state: str | None = None, **filters: Any) -> list[dict[str, Any]]:
-        """Jobs, filtered by ``state`` and the other query parameters of ``GET /v1/jobs`` (user, since,
-        until, limit) that are not None."""
+    def jobs(self, state: str | None = None, limit: int = 1000, page: int = 1000, **filters: Any
+             ) -> list[dict[str, Any]]:
+        """The most recent ``limit`` jobs, oldest first, filtered by ``state`` and the other query parameters
+        of ``GET /v1/jobs`` (user, since, until) that are not None; asked ``page`` at a time, following
+        each answer's ``next_cursor`` (a server that sends none answered in one page)."""
         params = {k: v for k, v in {"state": state, **filters}.items() if v is not None}
-        return self.call("GET", "/v1/jobs", params=params).json()["jobs"]
+        pages: list[list[dict[str, Any]]] = []
+        left, cursor = limit, None
+        while left > 0:
+            ask = {**params, "limit": min(page, left), **({} if cursor is None else {"cursor": cursor})}
+            answer = self.call("GET", "/v1/jobs", params=ask).json()
+            pages.append(answer["jobs"])
+            left -= len(answer["jobs"])
+            cursor = answer.get("next_cursor")
+            if cursor is None or not answer["jobs"]:
+                break
+        return [job for chunk in reversed(pages) for job in chunk]
 
     def show(self, job_id: int) -> dict[str, Any]:
         return self.call("GET", f"/v1/jobs/{job_id}").json()

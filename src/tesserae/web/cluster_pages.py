@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
@@ -24,6 +25,10 @@ WINDOWS = {"1 h": 3600, "6 h": 6 * 3600, "24 h": 86400, "7 d": 7 * 86400, "30 d"
 #: Fields of a job view that later API versions add, shown on the queue page when present.
 OPTIONAL_QUEUE_FIELDS = (("queue", "tenant queue"), ("pending_reason", "pending reason"),
                          ("predicted_start", "predicted start"))
+#: Jobs on one page of the queue; pages beyond MAX_PAGES are not offered.
+QUEUE_PAGE, MAX_PAGES = 50, 100_000
+#: The queue page's ETag also changes this often: the waits it shows grow.
+ETAG_SECONDS = 30
 
 
 def grid(cluster: dict[str, Any], nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -69,11 +74,23 @@ def running_jobs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**e, "partners": sorted(e["partners"]), "nodes": sorted(e["nodes"])} for _, e in sorted(out.items())]
 
 
-def queue_rows(queue: dict[str, Any], views: dict[int, dict[str, Any]], now: float) -> tuple[list[dict[str, Any]],
-                                                                                               list[tuple[str, str]]]:
-    """The queue's entries with the visible job views' extra fields; the optional columns present."""
+def _views(entries: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The optional fields ``GET /v1/queue`` gives each entry, under the names of a job view."""
+    names = {"tenant_queue": "queue", "pending_reason": "pending_reason", "predicted_start": "predicted_start"}
+    return {int(q["id"]): {name: q[key] for key, name in names.items() if key in q} for q in entries}
+
+
+def _page_number(text: str | None) -> int:
+    """The page asked for (1 when absent or not a number from 1 to MAX_PAGES)."""
+    return int(text) if text is not None and text.isdigit() and 1 <= int(text) <= MAX_PAGES else 1
+
+
+def queue_rows(queue: dict[str, Any], views: dict[int, dict[str, Any]], now: float, first: int = 1
+               ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The queue's entries with the visible job views' extra fields; the optional columns present.
+    ``first``: the position of the page's first entry."""
     rows = []
-    for pos, q in enumerate(queue["jobs"], 1):
+    for pos, q in enumerate(queue["jobs"], first):
         view = views.get(q["id"], {})
         rows.append({**q, "position": pos, "waited": now - q["submit_time"],
                      "extra": {k: view.get(k) for k, _ in OPTIONAL_QUEUE_FIELDS}})
@@ -95,19 +112,40 @@ def register(dash: Dashboard) -> None:
     async def cluster_page(request: Request) -> Response:
         return await dash.page(request, "cluster.html", "cluster", cluster_data)
 
-    async def queue_data(v: Visitor) -> dict[str, Any]:
-        queue = await api.json(v.session.token, "/v1/queue")
-        views = {}
-        for state in ("queued", "preempted"):  # the waiting jobs' own views (pending reasons, predictions)
-            jobs = await api.json(v.session.token, "/v1/jobs", state=state, limit=100000)
-            views.update({int(j["id"]): j for j in jobs["jobs"]})
+    async def queue_data(v: Visitor, page: int) -> dict[str, Any]:
+        r = await api.call("GET", v.session.token, "/v1/queue", limit=QUEUE_PAGE, offset=(page - 1) * QUEUE_PAGE)
+        if r.status_code != 200:
+            raise ApiError(r.status_code, str(r.json().get("detail", r.text)))
+        queue = r.json()
         now = time.time()
-        rows, extra = queue_rows(queue, views, now)
-        return {"queue": queue, "rows": rows, "extra_columns": extra, "now": now, "title": "Queue"}
+        rows, extra = queue_rows(queue, _views(queue["jobs"]), now, first=(page - 1) * QUEUE_PAGE + 1)
+        pages = max(1, -(-int(queue["total"]) // QUEUE_PAGE))
+        return {"queue": queue, "rows": rows, "extra_columns": extra, "now": now, "title": "Queue",
+                "page_number": page, "pages": pages, "api_etag": r.headers.get("etag", "")}
 
     @app.get("/ui/queue", include_in_schema=False)
     async def queue_page(request: Request) -> Response:
-        return await dash.page(request, "queue.html", "queue", queue_data)
+        """The queue, QUEUE_PAGE jobs a page (``?page=N``). Its ETag changes with each decision and each
+        change to the jobs (the API's, ``GET /v1/queue``), and every ETAG_SECONDS (the waits it shows
+        grow): a poll that sends it back in If-None-Match gets a 304 and nothing is rendered again."""
+        page = _page_number(request.query_params.get("page"))
+        seen: dict[str, str] = {}
+
+        async def load(v: Visitor) -> dict[str, Any]:
+            data = await queue_data(v, page)
+            seen["etag"] = data["api_etag"]
+            return data
+
+        response = await dash.page(request, "queue.html", "queue", load)
+        if response.status_code != 200 or not seen.get("etag"):
+            return response
+        live = request.query_params.get("live") == "1"
+        basis = f"{seen['etag']}|{int(live)}|{int(time.time() // ETAG_SECONDS)}"
+        etag = f'W/"{hashlib.sha256(basis.encode()).hexdigest()[:20]}"'
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers={"ETag": etag, "Cache-Control": "no-cache"})
+        response.headers["ETag"] = etag
+        return response
 
     def window_of(request: Request) -> tuple[str, int]:
         label = request.query_params.get("window", "24 h")

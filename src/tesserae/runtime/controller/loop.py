@@ -72,6 +72,9 @@ class Controller:
         self.rounds = Rounds(store, executor, scheduler, cluster, self.runs, self.log)
         self._wake = threading.Event()
         self._stop = threading.Event()
+        #: Counts the changes the controller is told of (``wake``): what the API's caches key on
+        #: (``pending.board``).
+        self.changes = 0
         self._pending = True  # decide at once after start-up
 
     # ------------------------------------------------------------------ what the API and the dashboard read
@@ -130,6 +133,7 @@ class Controller:
         """Something happened (a submission, a cancellation): decide soon when event-driven."""
         if event:
             self._pending = True
+        self.changes += 1
         self._wake.set()
 
     def run(self, stop: threading.Event) -> None:

@@ -150,9 +150,17 @@ _MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
         ("array_job", "INTEGER"), ("array_index", "INTEGER"), ("resubmit_of", "INTEGER"),
         ("gpu_type", "TEXT"), ("cpus", "REAL"), ("memory_mb", "INTEGER")),
 }
+#: Indexes made at every open when missing: so a store written by an older version gets them too (the
+#: migration is ``CREATE INDEX IF NOT EXISTS``: no version bump, nothing to undo). The hot paths read
+#: through them, never the whole table (issue 27, point 6): one user's jobs in one state, newest first
+#: (``jobs_user_state``: the id is the rowid every index ends with); an array's tasks; a job's open run
+#: (``allocations_open``: the few unended runs among every run ever made).
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS jobs_finish ON jobs(finish_time);
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_idempotency ON jobs(user, idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_user_state ON jobs(user, state);
+CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_job) WHERE array_job IS NOT NULL;
+CREATE INDEX IF NOT EXISTS allocations_open ON allocations(job_id) WHERE phase != 'ended';
 """
 
 

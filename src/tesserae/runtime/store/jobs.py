@@ -49,13 +49,28 @@ def events(store: Store, job_id: int) -> list[Row]:
 
 # ---------------------------------------------------------------------- lists
 def listing(store: Store, *, user: str | None, state: str | None, since: float | None, until: float | None,
-            limit: int) -> list[Row]:
+            limit: int, before: int | None = None) -> list[Row]:
     """The most recent ``limit`` jobs, newest first: ``user``'s only when given, in ``state`` when given,
-    whose life overlaps ``[since, until]`` (``accounting.window_filter``)."""
-    where = [(column, value) for column, value in (("user", user), ("state", state)) if value is not None]
+    whose life overlaps ``[since, until]`` (``accounting.window_filter``), with an id below ``before``
+    when given (the next page: ``before`` is the last page's oldest id). Indexed: the newest rows of
+    ``jobs_user_state``, ``jobs_user`` or ``jobs_state``, or the id's own order, never the whole table."""
+    where = [(test, value) for test, value in (("user=?", user), ("state=?", state), ("id<?", before))
+             if value is not None]
     window, window_params = window_filter(since, until)
-    sql = "SELECT * FROM jobs WHERE 1=1" + "".join(f" AND {column}=?" for column, _ in where) + window
+    sql = "SELECT * FROM jobs WHERE 1=1" + "".join(f" AND {test}" for test, _ in where) + window
     return store.query(sql + " ORDER BY id DESC LIMIT ?", (*(value for _, value in where), *window_params, limit))
+
+
+def states_of(store: Store, ids: Sequence[int]) -> dict[int, str]:
+    """The state of each of the jobs ``ids`` that exists, by id (chunked: SQLite bounds a statement's
+    parameters)."""
+    out: dict[int, str] = {}
+    unique = sorted(set(ids))
+    for at in range(0, len(unique), 500):
+        chunk = unique[at:at + 500]
+        out.update((int(r["id"]), str(r["state"])) for r in store.query(
+            f"SELECT id, state FROM jobs WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+    return out
 
 
 def every_job(store: Store) -> list[Row]:
@@ -80,6 +95,16 @@ def active_queues(store: Store, *, cancelling: bool = True) -> list[tuple[int, s
     if not cancelling:
         sql += " AND cancel_requested=0"
     return [(int(r["id"]), str(r["queue"]), str(r["user"])) for r in store.query(sql, ACTIVE_STATES)]
+
+
+def count_in(store: Store, in_states: Sequence[str], user: str | None = None) -> int:
+    """How many jobs are in one of ``in_states``: ``user``'s, or everyone's (``jobs_user_state``, ``jobs_state``)."""
+    marks = ",".join("?" * len(in_states))
+    if user is None:
+        row = store.one(f"SELECT COUNT(*) FROM jobs WHERE state IN ({marks})", tuple(in_states))
+    else:
+        row = store.one(f"SELECT COUNT(*) FROM jobs WHERE user=? AND state IN ({marks})", (user, *in_states))
+    return int(row[0]) if row is not None else 0
 
 
 def briefs(store: Store, ids: Sequence[int]) -> dict[int, Row]:
