@@ -83,6 +83,9 @@ class ServerOptions:
     config: Path | None = None
     #: Restart cost (s) the start-time predictions charge per (re)start (``runtime.controller.prediction``).
     predict_restart_seconds: float = 1.0
+    #: Admission limits (``runtime.api.budgets``): most active jobs per user, most waiting jobs (0: none).
+    max_jobs_per_user: int = 10_000
+    max_queued_jobs: int = 100_000
 
 
 def say(msg: str) -> None:
@@ -207,6 +210,7 @@ def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
     from tesserae.config import build_scheduler
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime.api.app import create_app
+    from tesserae.runtime.api.budgets import Budgets
     from tesserae.runtime.controller import tenancy as tenancy_mod
     from tesserae.runtime.controller.loop import Controller, ControllerConfig
     from tesserae.runtime.controller.prediction import Predictor
@@ -260,7 +264,8 @@ def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
         **executor.info(),
     }
     controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
-    app = create_app(controller, info, max_body=opts.max_body_bytes, extensions=extensions)
+    budgets = Budgets(max_jobs_per_user=opts.max_jobs_per_user or None, max_queued_jobs=opts.max_queued_jobs or None)
+    app = create_app(controller, info, max_body=opts.max_body_bytes, extensions=extensions, budgets=budgets)
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in str(host) else host
     url = f"http://{url_host}:{port}"

@@ -49,6 +49,7 @@ class Prediction:
     start: dict[int, float | None] = field(default_factory=dict)
     finish: dict[int, float | None] = field(default_factory=dict)
     complete: bool = True  # False: the wall-clock budget or the horizon cut the simulation short
+    out_of_time: bool = False  # True: the wall-clock budget cut it short (a partial answer)
     estimated_work: list[int] = field(default_factory=list)  # job ids whose remaining work was guessed
     wall_seconds: float = 0.0
     policy: str = ""
@@ -162,7 +163,8 @@ def predict(snap: Snapshot, cluster: Cluster, config: SimConfig, *, horizon: flo
         sim.run(until=snap.now + horizon)
     except _OutOfTime:
         complete = False
-    out = Prediction(snap.now, complete=complete, estimated_work=guessed, policy=inner.policy.name)
+    out = Prediction(snap.now, complete=complete, out_of_time=not complete, estimated_work=guessed,
+                     policy=inner.policy.name)
     for r in snap.active.tolist():
         job = int(t.job_id[r])
         if r in snap.assignments:

@@ -44,6 +44,7 @@ class Predictor:
         self.epoch = 0.0
         self.latest: Prediction | None = None
         self._snapshot: Snapshot | None = None  # the latest one taken (what-if starts from it)
+        self._latest_of: Snapshot | None = None  # the snapshot ``latest`` was predicted from
         self._todo: Snapshot | None = None
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
@@ -79,7 +80,7 @@ class Predictor:
                 self.failures += 1
                 continue
             with self._cond:
-                self.latest = result
+                self.latest, self._latest_of = result, snap
                 self.predictions += 1
 
     # ------------------------------------------------------------------ API threads
@@ -95,12 +96,37 @@ class Predictor:
                 no_queues: bool = False) -> tuple[Prediction, Prediction]:
         """The latest snapshot simulated as it is and with another policy, placement or queue config."""
         with self._cond:
-            snap = self._snapshot
+            snap, latest, latest_of = self._snapshot, self.latest, self._latest_of
         if snap is None:
             raise LookupError("no decision has been made yet: nothing to predict from")
-        base = predict(_fork(snap), snap.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
+        # The other scheduler first: a bad policy, placement or queue config is refused before any simulation.
+        self._check(snap, policy, placement, queues, no_queues)
+        # The prediction as it is: the worker's, when it was made from this snapshot (half the cost).
+        base = latest if latest is not None and latest_of is snap else predict(
+            _fork(snap), snap.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
         alt = _fork(snap)
-        sched = alt.scheduler
+        alt.scheduler = self._other_scheduler(alt, policy, placement, queues, no_queues)
+        return base, predict(alt, alt.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
+
+    def _check(self, snap: Snapshot, policy: str | None, placement: str | None, queues: QueueConfig | None,
+               no_queues: bool) -> None:
+        """Raise what ``_other_scheduler`` would, without touching the snapshot (its objects stay pristine)."""
+        sched = snap.scheduler
+        run = self._other(policy, placement)
+        name = sched.policy.name if policy is None else build_policy(run).name
+        if placement is not None:
+            build_placement(run)
+        if queues is not None:
+            check_queue_policy(name)
+            build_tree(queues, gpus_by_type=sched.cluster.gpus_by_type, path="body", policy_names=queue_policy_names())
+        elif not no_queues and sched.queues is not None and policy is not None:
+            check_queue_policy(name)
+
+    def _other_scheduler(self, snap: Snapshot, policy: str | None, placement: str | None,
+                         queues: QueueConfig | None, no_queues: bool) -> Scheduler:
+        """The snapshot's scheduler with another policy, placement or queue config (built from, and
+        sharing the state of, ``snap``'s: pass a fork)."""
+        sched = snap.scheduler
         run = self._other(policy, placement)
         new_policy = sched.policy if policy is None else build_policy(run)
         new_placement = sched.placement if placement is None else build_placement(run)
@@ -114,8 +140,7 @@ class Predictor:
         elif step is not None and policy is not None:
             check_queue_policy(new_policy.name)
             step = QueueStep(step.tree)
-        alt.scheduler = Scheduler(sched.cluster, new_policy, new_placement, sched.model, sched.config, queues=step)
-        return base, predict(alt, sched.cluster, self.config, budget_seconds=self.budget_seconds)
+        return Scheduler(sched.cluster, new_policy, new_placement, sched.model, sched.config, queues=step)
 
     def _other(self, policy: str | None, placement: str | None) -> RunSpec:
         """The server's run with another policy or placement, which takes the server's options it declares."""
