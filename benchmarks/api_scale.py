@@ -11,8 +11,11 @@ measures, one request at a time, p50 and p99 of:
   ``GET /v1/jobs?user=X&state=queued`` (admin token: one user's waiting jobs, first page),
   ``GET /ui/queue`` (the dashboard's queue page, first page, admin), ``POST /v1/jobs`` (a submit);
 - the idle server's CPU (its process' user + system time over 10 s, nobody asking);
-- a flood: one user's 8 threads asking ``GET /v1/jobs?limit=50`` as fast as they can while another
-  user's ``GET /v1/jobs/{id}`` is timed; its p99 against the same requests without the flood.
+- a flood: one user's 8 threads asking ``GET /v1/jobs?limit=50`` as fast as they can (most get a 429:
+  the user's budget) while another user's ``GET /v1/jobs/{id}`` is timed; its p99 against the same
+  requests without the flood.
+
+A user's list requests are sent at most 8 a second (its budget allows 10).
 
 Writes its table to BENCHMARKS.md (section ``api_scale``) with the machine, its load and the date.
 """
@@ -48,6 +51,8 @@ USERS = 50
 #: Seconds after the last request before the idle server's CPU is measured (the predictions the last
 #: decisions started run up to 2 s each).
 SETTLE = 10.0
+#: Seconds between one user's list requests: within its budget of 10 a second (``runtime.api.budgets``).
+LIST_PACE = 0.125
 TARGETS = {"GET /v1/jobs/{id}": 50.0, "GET /v1/jobs?limit=50": 100.0, "GET /ui/queue": 300.0,
            "POST /v1/jobs": 100.0}
 COLUMNS = ("user", "name", "job_type", "num_gpus", "command", "shell", "env", "nproc", "iterations", "state",
@@ -102,6 +107,7 @@ def fill(state: Path, n: int, waiting: int, held: int, seed: int = 0) -> dict[st
 def start_server(state: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str, Path]:
     log = state.parent / "server.log"
     ready = state.parent / "ready.json"
+    ready.unlink(missing_ok=True)  # a previous run's
     cmd = [sys.executable, "-m", "tesserae.cli", "server", "--state", str(state), "--virtual-gpus", "4",
            "--port", "0", "--policy", "fifo", "--round-seconds", "60", "--insecure-same-user",
            "--ready-file", str(ready), *extra]
@@ -113,7 +119,9 @@ def start_server(state: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str
         if proc.poll() is not None:
             raise SystemExit(f"the server exited:\n{log.read_text()}")
         with contextlib.suppress(OSError, ValueError, KeyError):
-            return proc, json.loads(ready.read_text())["url"], log
+            doc = json.loads(ready.read_text())
+            if doc.get("pid") == proc.pid:
+                return proc, doc["url"], log
         time.sleep(0.2)
     proc.kill()
     raise SystemExit("the server did not answer within 600 s")
@@ -125,11 +133,15 @@ def token_for(state: Path, user: str) -> str:
     return out.stdout.strip().split()[-1]
 
 
-def timed(client: httpx.Client, method: str, url: str, n: int, expect: int = 200, **kw: Any) -> np.ndarray:
-    """Milliseconds of ``n`` requests, one after the other (``url`` may be a function of i)."""
+def timed(client: httpx.Client, method: str, url: Any, n: int, expect: int = 200, pace: float = 0.0,
+          **kw: Any) -> np.ndarray:
+    """Milliseconds of ``n`` requests, one after the other (``url`` may be a function of i), at least
+    ``pace`` seconds apart (a user's list requests stay within its budget: ``runtime.api.budgets``)."""
     out = []
     for i in range(n):
         target = url(i) if callable(url) else url
+        if pace and out:
+            time.sleep(max(0.0, pace - out[-1] / 1000))
         t0 = time.perf_counter()
         r = client.request(method, target, **kw)
         out.append((time.perf_counter() - t0) * 1000)
@@ -149,10 +161,11 @@ def idle_cpu(pid: int, seconds: float = 10.0) -> float:
     return (cpu_seconds(pid) - c0) / (time.monotonic() - t0)
 
 
-def flood(url: str, token: str, stop: threading.Event, counter: list[int]) -> None:
+def flood(url: str, token: str, stop: threading.Event, counter: list[int], refused: list[int]) -> None:
     with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as c:
         while not stop.is_set():
-            c.get("/v1/jobs", params={"limit": 50})
+            if c.get("/v1/jobs", params={"limit": 50}).status_code == 429:
+                refused[0] += 1
             counter[0] += 1
 
 
@@ -168,7 +181,7 @@ def measure(url: str, state: Path, admin: str, by_user: dict[str, list[int]], n:
         mine = by_user[victim]
         timed(c, "GET", "/v1/jobs?limit=50", 3)  # warm up
         results["GET /v1/jobs/{id}"] = timed(c, "GET", lambda i: f"/v1/jobs/{rng.choice(mine)}", n)
-        results["GET /v1/jobs?limit=50"] = timed(c, "GET", "/v1/jobs?limit=50", n)
+        results["GET /v1/jobs?limit=50"] = timed(c, "GET", "/v1/jobs?limit=50", n, pace=LIST_PACE)
         results["GET /v1/jobs?user=X&state=queued"] = timed(
             a, "GET", f"/v1/jobs?user={victim}&state=queued&limit=50", n)
         a.cookies.clear()
@@ -183,8 +196,9 @@ def measure(url: str, state: Path, admin: str, by_user: dict[str, list[int]], n:
         time.sleep(SETTLE)  # the decisions and predictions the submissions caused end first
         results["idle server CPU (share of a core)"] = idle_cpu(pid)
         base = timed(c, "GET", lambda i: f"/v1/jobs/{rng.choice(mine)}", n)
-        stop, count = threading.Event(), [0]
-        threads = [threading.Thread(target=flood, args=(url, tokens[flooder], stop, count)) for _ in range(8)]
+        stop, count, refused = threading.Event(), [0], [0]
+        threads = [threading.Thread(target=flood, args=(url, tokens[flooder], stop, count, refused))
+                   for _ in range(8)]
         for t in threads:
             t.start()
         time.sleep(1.0)
@@ -196,7 +210,8 @@ def measure(url: str, state: Path, admin: str, by_user: dict[str, list[int]], n:
             stop.set()
             for t in threads:
                 t.join()
-        results["flood"] = {"base": base, "during": during, "flood_requests": count[0], "seconds": elapsed}
+        results["flood"] = {"base": base, "during": during, "flood_requests": count[0], "refused": refused[0],
+                            "seconds": elapsed}
     return results
 
 
@@ -227,7 +242,8 @@ def table(results: dict[str, Any], args: argparse.Namespace, load: str, fill_s: 
     f = results["flood"]
     b99, d99 = np.percentile(f["base"], 99), np.percentile(f["during"], 99)
     lines += ["", f"Flood: one user's 8 threads sent {f['flood_requests']:,} `GET /v1/jobs?limit=50` in "
-              f"{f['seconds']:.1f} s; meanwhile another user's `GET /v1/jobs/{{id}}` p50 "
+              f"{f['seconds']:.1f} s ({f['refused']:,} refused with 429: the user's budget); meanwhile another "
+              f"user's `GET /v1/jobs/{{id}}` p50 "
               f"{np.percentile(f['during'], 50):.1f} ms, p99 {d99:.1f} ms, against p50 "
               f"{np.percentile(f['base'], 50):.1f} ms, p99 {b99:.1f} ms without it: "
               f"{d99 / b99:.2f}x (target: within 2x; {'met' if d99 <= 2 * b99 else '**not met**'})."]
