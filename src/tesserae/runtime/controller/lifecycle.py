@@ -122,17 +122,19 @@ def unsatisfiable(row: Mapping[str, Any], states: Mapping[int, str]) -> str | No
     return None
 
 
-def cancel_unsatisfiable(store: Store, rows: list[Any], now: float) -> bool:
-    """Cancel every waiting job whose dependency can no longer be met (in id order, so a chain of
-    them goes at once). True when one was cancelled."""
-    states = {int(r["id"]): str(r["state"]) for r in rows}
+def cancel_unsatisfiable(store: Store, rows: list[Any], states: Mapping[int, str], now: float) -> bool:
+    """Cancel every waiting job among ``rows`` whose dependency can no longer be met (in id order, so a
+    chain of them goes at once); ``states``: every job's state, by id. True when one was cancelled."""
+    candidates = [r for r in rows if r["state"] in RUNNABLE_STATES and r["after"] != "[]"]
+    if not candidates:
+        return False
+    states = dict(states)
     doomed = []
-    for r in rows:
-        if r["state"] in RUNNABLE_STATES and r["after"] != "[]":
-            why = unsatisfiable(r, states)
-            if why is not None:
-                states[int(r["id"])] = "cancelled"
-                doomed.append((int(r["id"]), why))
+    for r in candidates:
+        why = unsatisfiable(r, states)
+        if why is not None:
+            states[int(r["id"])] = "cancelled"
+            doomed.append((int(r["id"]), why))
     if not doomed:
         return False
     jobs.cancel_waiting(store, doomed, now)

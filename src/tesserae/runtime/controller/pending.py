@@ -150,31 +150,62 @@ class Board:
 class Cache:
     """The waiting jobs' places, shared by the requests that come close together (issue 27, point 6).
 
-    Working out every waiting job's place reads all of them (20,000 rows take a tenth of a second), and
-    every job view of a waiting job needs it: before, each ``GET /v1/jobs/{id}`` paid it, and the queue
-    page read every waiting job twice. Now one ``Board`` serves until the next decision, the next change
-    the controller is told of (``Controller.wake``: a submission, a cancellation, a hold, a run's end),
-    or ``max_age`` seconds (a retry's backoff counts down), whichever comes first; a job that is not in
-    it (submitted since) makes a new one.
+    Working out every waiting job's place reads all of them (30,000 rows take a second on a busy
+    machine), and every job view of a waiting job needs it: before, each ``GET /v1/jobs/{id}`` paid
+    it, and the queue page read every waiting job twice. Now one ``Board`` serves until the next
+    decision, the next change the controller is told of (``Controller.wake``: a submission, a
+    cancellation, a hold, a run's end), or ``max_age`` seconds (a retry's backoff counts down),
+    whichever comes first; a job that is not on it (submitted since) makes a new one.
+
+    A board that took longer than ``sync_cost`` seconds to make is not made again in a request: the
+    requests keep the previous one (a job submitted since has no place on it yet) while one thread
+    makes the next, so no request waits for it. A small queue's board is made in the request, as
+    before: its answers are never stale.
     """
 
-    def __init__(self, max_age: float = 1.0) -> None:
-        self.max_age = max_age
+    def __init__(self, max_age: float = 1.0, sync_cost: float = 0.05) -> None:
+        self.max_age, self.sync_cost = max_age, sync_cost
         self._lock = threading.Lock()
         self._key: tuple[int, int] | None = None
         self._at = -math.inf
         self._board: Board | None = None
+        self._cost = 0.0
+        self._refreshing = False
 
     def get(self, controller: Controller, need: int | None = None) -> Board:
-        """The board as of at most ``max_age`` seconds ago; a fresh one when the job ``need`` is not on it."""
+        """The board as of at most ``max_age`` seconds ago; a fresh one when the job ``need`` is not on it
+        (unless boards are slow to make: see the class docstring)."""
         key = (controller.stats.rounds, controller.changes)
         with self._lock:  # one request works it out; the others wait for its answer
             board = self._board
-            if (board is None or key != self._key or time.monotonic() - self._at >= self.max_age
-                    or (need is not None and need not in board.places)):
-                board = self._board = _board(controller, f"{controller.store.store_id[:8]}.{key[0]}.{key[1]}")
-                self._key, self._at = key, time.monotonic()
+            if (board is not None and key == self._key and time.monotonic() - self._at < self.max_age
+                    and (need is None or need in board.places)):
+                return board
+            if board is None or self._cost < self.sync_cost:
+                return self._make(controller, key)
+            if not self._refreshing:
+                self._refreshing = True
+                threading.Thread(target=self._refresh, args=(controller, key), name="tesserae-queue-board",
+                                 daemon=True).start()
             return board
+
+    def _make(self, controller: Controller, key: tuple[int, int]) -> Board:
+        t0 = time.perf_counter()
+        board = _board(controller, f"{controller.store.store_id[:8]}.{key[0]}.{key[1]}")
+        self._board, self._key, self._at = board, key, time.monotonic()
+        self._cost = time.perf_counter() - t0
+        return board
+
+    def _refresh(self, controller: Controller, key: tuple[int, int]) -> None:
+        try:
+            t0 = time.perf_counter()
+            board = _board(controller, f"{controller.store.store_id[:8]}.{key[0]}.{key[1]}")
+            with self._lock:
+                self._board, self._key, self._at = board, key, time.monotonic()
+                self._cost = time.perf_counter() - t0
+        finally:
+            with self._lock:
+                self._refreshing = False
 
 
 _caches: weakref.WeakKeyDictionary[Any, Cache] = weakref.WeakKeyDictionary()

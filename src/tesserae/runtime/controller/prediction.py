@@ -156,5 +156,6 @@ class Predictor:
 def _fork(snap: Snapshot) -> Snapshot:
     """An independent copy of a snapshot (a prediction mutates its table and policy)."""
     s = snap.scheduler
-    memo: dict[int, Any] = {id(s.model): s.model, id(s.cluster): s.cluster}
+    memo: dict[int, Any] = {id(s.model): s.model, id(s.cluster): s.cluster,
+                            id(snap.table.specs): snap.table.specs}  # frozen, never changed: shared
     return copy.deepcopy(snap, memo)

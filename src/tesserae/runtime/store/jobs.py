@@ -73,6 +73,39 @@ def states_of(store: Store, ids: Sequence[int]) -> dict[int, str]:
     return out
 
 
+def change_mark(store: Store) -> int:
+    """The position of the latest entry of the change log (``job_changes``; 0 when empty)."""
+    row = store.one("SELECT MAX(seq) FROM job_changes")
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
+def changed_since(store: Store, mark: int) -> tuple[int, list[int]]:
+    """The change log's position now and the ids of the jobs updated after ``mark`` (a running job's own
+    updates excepted: ``database._CHANGE_LOG``)."""
+    rows = store.query("SELECT seq, job_id FROM job_changes WHERE seq > ? ORDER BY seq", (mark,))
+    return (int(rows[-1]["seq"]) if rows else mark), sorted({int(r["job_id"]) for r in rows})
+
+
+def forget_changes(store: Store, mark: int) -> None:
+    """Drop the change log's entries up to ``mark`` (read by the controller, the log's only reader)."""
+    store.execute("DELETE FROM job_changes WHERE seq <= ?", (mark,))
+
+
+def rows_of(store: Store, ids: Sequence[int]) -> list[Row]:
+    """The rows of the jobs ``ids`` that exist, in id order."""
+    out: list[Row] = []
+    unique = sorted(set(ids))
+    for at in range(0, len(unique), 500):
+        chunk = unique[at:at + 500]
+        out.extend(store.query(f"SELECT * FROM jobs WHERE id IN ({','.join('?' * len(chunk))}) ORDER BY id", chunk))
+    return out
+
+
+def after_id(store: Store, last: int) -> list[Row]:
+    """The jobs with an id above ``last``, in id order (the ones submitted since)."""
+    return store.query("SELECT * FROM jobs WHERE id > ? ORDER BY id", (last,))
+
+
 def every_job(store: Store) -> list[Row]:
     """Every job ever submitted, in id order (the controller's table: row i is the i-th job)."""
     return store.query("SELECT * FROM jobs ORDER BY id")
