@@ -96,7 +96,10 @@ def backoff(base: float, attempt: int) -> float:
 
 def dependencies(row: Mapping[str, Any]) -> list[tuple[int, str]]:
     """The job's dependencies: (job id, ``any`` or ``ok``)."""
-    return [(int(j), str(kind)) for j, kind in json.loads(row["after"] or "[]")]
+    after = row["after"]
+    if not after or after == "[]":  # most jobs: no JSON to parse (every waiting job, every decision)
+        return []
+    return [(int(j), str(kind)) for j, kind in json.loads(after)]
 
 
 def blocked(row: Mapping[str, Any], states: Mapping[int, str], now: float) -> str | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -30,7 +31,9 @@ from tesserae.scheduling.per_queue import check_queue_policy
 from tesserae.sim.engine import SimConfig
 from tesserae.sim.predict import Prediction, Snapshot, predict
 
-UNKNOWN_WORK_MIN = 1e11  # the controller's stand-in for 'iterations not given' is larger than this
+UNKNOWN_WORK_MIN = 1e11
+#: The most of a core the predictions take: after one that took w seconds the next waits w * (1/SHARE - 1).
+SHARE = 0.25  # the controller's stand-in for 'iterations not given' is larger than this
 
 
 class Predictor:
@@ -74,11 +77,16 @@ class Predictor:
                     self._cond.wait()
                 snap, self._todo = self._todo, None
             work = _fork(snap)  # the kept snapshot stays pristine for what-if
+            t0 = time.monotonic()
             try:
                 result = predict(work, work.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
             except Exception:  # a prediction never takes the server down; the API then shows none
                 self.failures += 1
                 continue
+            finally:
+                # At most a share of a core (SHARE): a decision at every arrival must not keep a
+                # simulation running all the time (issue 27); the latest snapshot waits meanwhile.
+                time.sleep((time.monotonic() - t0) * (1.0 / SHARE - 1.0))
             with self._cond:
                 self.latest, self._latest_of = result, snap
                 self.predictions += 1

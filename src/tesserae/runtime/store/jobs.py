@@ -116,9 +116,24 @@ def states(store: Store) -> dict[int, str]:
     return {int(r["id"]): str(r["state"]) for r in store.query("SELECT id, state FROM jobs")}
 
 
-def waiting(store: Store) -> list[Row]:
-    """The jobs waiting to run (queued or preempted, not being cancelled), in id order."""
-    return store.query(f"SELECT * FROM jobs WHERE {_WAITING} ORDER BY id", RUNNABLE_STATES)
+#: The columns of a waiting job that its place in the queue and the queue's views need (``waiting``).
+_WAITING_COLUMNS = ("id, user, name, state, num_gpus, submit_time, last_stop, attained, executed, preemptions, "
+                    "queue, held, after, retry_at, retries, retries_used, gpu_type, cancel_requested")
+
+
+def waiting(store: Store, chunk: int = 2000) -> list[Row]:
+    """The jobs waiting to run (queued or preempted, not being cancelled), in id order: the columns of
+    ``_WAITING_COLUMNS`` only, read ``chunk`` rows at a time (``jobs_state``), so that 30,000 of them
+    never hold the store for the other requests' reads at once."""
+    out: list[Row] = []
+    last = 0
+    while True:
+        part = store.query(f"SELECT {_WAITING_COLUMNS} FROM jobs WHERE {_WAITING} AND id > ? ORDER BY id LIMIT ?",
+                           (*RUNNABLE_STATES, last, chunk))
+        out.extend(part)
+        if len(part) < chunk:
+            return out
+        last = int(part[-1]["id"])
 
 
 def active_queues(store: Store, *, cancelling: bool = True) -> list[tuple[int, str, str]]:
