@@ -50,6 +50,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Controller", "ControllerConfig", "Live", "Stats"]
 
+#: The most of a core event-driven decisions take (``Controller.decide``).
+DECISION_SHARE = 0.5
+
 
 class Controller:
     def __init__(self, store: Store, executor: Executor[Any], scheduler: Scheduler, cluster: Cluster,
@@ -76,6 +79,7 @@ class Controller:
         #: (``pending.board``).
         self.changes = 0
         self._pending = True  # decide at once after start-up
+        self._calm_until = 0.0  # no event-driven decision before this (``decide``)
 
     # ------------------------------------------------------------------ what the API and the dashboard read
     @property
@@ -146,7 +150,8 @@ class Controller:
             now = time.time()
             self.poll(now)
             due = now >= next_round or (self.config.event_driven
-                                        and (self._pending or now >= self.rounds.next_event))
+                                        and (self._pending or now >= self.rounds.next_event)
+                                        and now >= self._calm_until)
             if due and self.decide(now):
                 next_round = self.stats.last_decision + self.config.round_seconds  # type: ignore[operator]
             now = time.time()
@@ -168,7 +173,13 @@ class Controller:
         if not self.runs.settled() or not self.rounds.take_view():
             return False
         self._pending = False
+        t0 = time.perf_counter()
         decision = self.rounds.decide(now)
+        cost = time.perf_counter() - t0
+        # Event-driven decisions take at most DECISION_SHARE of a core: under a flood of arrivals a
+        # decision that took d seconds is followed by the next event's no sooner than d * (1/SHARE - 1)
+        # later (a round's own time is not delayed). A small queue's decision takes milliseconds.
+        self._calm_until = time.time() + cost * (1.0 / DECISION_SHARE - 1.0)
         if decision is not None:
             plan, table = decision
             self.runs.faults.hit("decided")

@@ -159,8 +159,9 @@ class Cache:
 
     A board that took longer than ``sync_cost`` seconds to make is not made again in a request: the
     requests keep the previous one (a job submitted since has no place on it yet) while one thread
-    makes the next, so no request waits for it. A small queue's board is made in the request, as
-    before: its answers are never stale.
+    makes the next, at most every ``SLOW_SPACING`` times what it took, so no request waits for it and
+    it takes a tenth of a core at most. A small queue's board is made in the request, as before: its
+    answers are never stale.
     """
 
     def __init__(self, max_age: float = 1.0, sync_cost: float = 0.05) -> None:
@@ -178,12 +179,14 @@ class Cache:
         key = (controller.stats.rounds, controller.changes)
         with self._lock:  # one request works it out; the others wait for its answer
             board = self._board
-            if (board is not None and key == self._key and time.monotonic() - self._at < self.max_age
+            age = time.monotonic() - self._at
+            if (board is not None and key == self._key and age < self.max_age
                     and (need is None or need in board.places)):
                 return board
             if board is None or self._cost < self.sync_cost:
                 return self._make(controller, key)
-            if not self._refreshing:
+            # A slow board is made again at most every SLOW_SPACING times what it costs (a tenth of a core).
+            if age >= self._cost * SLOW_SPACING and not self._refreshing:
                 self._refreshing = True
                 threading.Thread(target=self._refresh, args=(controller, key), name="tesserae-queue-board",
                                  daemon=True).start()
@@ -207,6 +210,9 @@ class Cache:
             with self._lock:
                 self._refreshing = False
 
+
+#: A board that is slow to make is made again at most every this many times what it took.
+SLOW_SPACING = 10.0
 
 _caches: weakref.WeakKeyDictionary[Any, Cache] = weakref.WeakKeyDictionary()
 _caches_lock = threading.Lock()
