@@ -4,25 +4,25 @@ sends its ETag back gets a 304 until a decision or a change."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
-import pytest
 from rt_helpers import Server, kill_jobs, start_server
 
 from conftest import form_login
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    state = tmp_path_factory.mktemp("webqueue") / "state"
-    s = start_server(state, gpus=1, policy="fifo", round_seconds=60.0, grace=1.0)
-    yield s
-    s.stop()
-    kill_jobs(state)
+def test_the_queue_pages_by_fifty_and_polls_with_an_etag(tmp_path: Path) -> None:
+    # 60 s rounds: no decision between two polls (a decision changes the ETag).
+    server = start_server(tmp_path / "state", gpus=1, policy="fifo", round_seconds=60.0, grace=1.0)
+    try:
+        _pages_and_etag(server)
+    finally:
+        server.stop()
+        kill_jobs(server.state)
 
 
-def test_the_queue_pages_by_fifty_and_polls_with_an_etag(server: Server) -> None:
+def _pages_and_etag(server: Server) -> None:
     admin = server.client()
     r = admin.post("/v1/jobs", json={"command": ["sleep", "1000"], "gpus": 1, "hold": True, "array": "0-54"})
     assert r.status_code == 201, r.text
