@@ -3,8 +3,9 @@
 - Cluster: every node a row, every GPU a cell coloured by the job on it; a GPU two jobs share
   (packing) shows both; GPUs of a draining or dead Ray node are marked.
 - Queue: the waiting jobs in the policy's order at the latest decision, with their Tiresias
-  queue; a pending reason, a tenant queue or a predicted start appear as columns as soon as the
-  API's job views carry them (``pending_reason``, ``queue``, ``predicted_start``).
+  queue, QUEUE_PAGE a page (one ``GET /v1/queue`` page each); a pending reason, a tenant queue or
+  a predicted start appear as columns when the API's entries carry them (``pending_reason``,
+  ``tenant_queue``, ``predicted_start``). Its live poll gets a 304 while its ETag holds.
 - Usage: GPU-hours per user per time bin and utilisation, drawn by ``ui.js`` with uPlot.
 """
 
