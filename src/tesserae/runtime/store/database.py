@@ -244,6 +244,7 @@ class Store:
         elif int(row[0]) != SCHEMA_VERSION:
             raise InputError(f"{self.path} has schema version {row[0]}; this Tesserae reads version "
                              f"{SCHEMA_VERSION}")
+        self._run_script(_SCHEMA)  # every table and index a store of an older version lacks (all IF NOT EXISTS)
         self._run_script(_INDEXES)
         self._conn.execute(_CHANGE_LOG)  # one statement: its body holds a ';'
         if self._conn.execute("SELECT 1 FROM meta WHERE key='store_id'").fetchone() is None:
