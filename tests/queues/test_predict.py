@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -71,3 +73,35 @@ def test_measured_speed_carries_over_to_jobs_of_the_same_kind() -> None:
     # Job 1 has the same type and GPU count: it runs 1.5x faster too; job 2 (1 GPU) takes the type's factor.
     assert p.finish[1] - p.start[1] == pytest.approx(50.0 / 1.5)
     assert p.finish[2] - p.start[2] == pytest.approx(30.0 / 1.5)
+
+
+# ---------------------------------------------------------------------- what-if (issue 27, point 5)
+def _predictor(budget: float = 2.0):
+    from tesserae.runtime.controller.prediction import Predictor
+
+    _, sched, t, assignments = live_state()
+    p = Predictor(300.0, True, restart_seconds=5.0, budget_seconds=budget, run=RunSpec(policy="fifo",
+                                                                                         placement="first-fit"))
+    p.after_decision(0.0, 100.0, t, np.array([0, 1, 2]), assignments, sched)
+    return p
+
+
+def test_a_bad_what_if_is_refused_before_anything_is_simulated(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tesserae.core.errors import InputError
+    from tesserae.core.queues import parse_config
+    from tesserae.runtime.controller import prediction
+
+    simulated = []  # simulations the request itself ran (the predictor's own worker may run its own)
+    monkeypatch.setattr(prediction, "predict",
+                        lambda *a, **k: simulated.append(threading.current_thread() is threading.main_thread()))
+    p = _predictor()
+    with pytest.raises(InputError):  # a queue that guarantees more GPUs than the cluster has
+        p.what_if(None, None, parse_config({"queues": [{"name": "a", "guarantee": 64}]}, path="body"))
+    assert True not in simulated
+
+
+def test_a_what_if_over_its_budget_says_it_is_partial() -> None:
+    p = _predictor(budget=0.0)
+    _, alt = p.what_if("las", None, None)
+    assert alt.out_of_time and not alt.complete and alt.start[1] is None
+    assert not _predictor().what_if("las", None, None)[1].out_of_time

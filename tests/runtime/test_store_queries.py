@@ -88,3 +88,43 @@ def test_hold_release_and_cancel(store: Store, ids: JobIds) -> None:
     assert jobs.cancel(store, waiting, "bob", 23.0) == "queued"
     assert jobs.get(store, waiting)["state"] == "cancelled" and jobs.waiting(store) == []
     assert counts.jobs_by_state(store)["cancelled"] == 1 and counts.jobs_by_state(store)["running"] == 1
+
+
+# ---------------------------------------------------------------------- issue 27, point 6: indexed reads
+def _plan(store: Store, sql: str, params: tuple[Any, ...]) -> str:
+    return " | ".join(str(r[3]) for r in store.query("EXPLAIN QUERY PLAN " + sql, params))
+
+
+def test_an_old_store_gets_the_hot_path_indexes_when_opened(tmp_path: Path) -> None:
+    """A state folder written before the indexes existed gets them at the next open (the migration)."""
+    path = tmp_path / "old.db"
+    s = Store(path)
+    for name in ("jobs_user_state", "jobs_array", "allocations_open"):
+        s.execute(f"DROP INDEX {name}")
+    s.close()
+    s = Store(path)
+    try:
+        names = {r["name"] for r in s.query("SELECT name FROM sqlite_master WHERE type='index'")}
+        assert {"jobs_user_state", "jobs_array", "allocations_open"} <= names
+        # One user's waiting jobs, newest first, and a job's open run: read through an index, not a scan.
+        assert "SCAN jobs" not in _plan(s, "SELECT * FROM jobs WHERE user=? AND state=? ORDER BY id DESC LIMIT 50",
+                                        ("ann", "queued"))
+        assert "allocations_open" in _plan(s, "SELECT * FROM allocations WHERE job_id IN (?, ?) AND phase != 'ended'",
+                                           (1, 2))
+    finally:
+        s.close()
+
+
+def test_listing_pages_by_cursor_and_counts_read_by_state(store: Store, ids: JobIds) -> None:
+    made = [jobs.insert_jobs(store, ids, _columns(user="ann" if i % 2 else "bob", t=100.0 + i), None)[0]
+            for i in range(7)]
+    ann = [j for i, j in enumerate(made) if i % 2]
+    first = jobs.listing(store, user="ann", state=None, since=None, until=None, limit=2)
+    assert [int(r["id"]) for r in first] == ann[::-1][:2]  # newest first
+    rest = jobs.listing(store, user="ann", state=None, since=None, until=None, limit=2, before=int(first[-1]["id"]))
+    assert [int(r["id"]) for r in rest] == ann[::-1][2:]
+    assert jobs.count_in(store, ("queued",), "ann") == len(ann)
+    assert jobs.count_in(store, ("queued", "preempted")) == 7
+    jobs.cancel(store, made[0], "bob", 200.0)
+    assert jobs.count_in(store, ("queued", "preempted")) == 6
+    assert jobs.states_of(store, [made[0], made[1], 999]) == {made[0]: "cancelled", made[1]: "queued"}

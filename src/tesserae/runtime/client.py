@@ -35,6 +35,10 @@ from tesserae.core.errors import InputError
 DEFAULT_CONFIG = Path("~/.config/tesserae/config.toml")
 
 
+#: A read refused for the user's request rate waits at most this many times, this many seconds each.
+MAX_RATE_WAITS, MAX_RATE_WAIT = 3, 10.0
+
+
 class ClientError(InputError):
     """A request could not be made or the server refused it."""
 
@@ -119,9 +123,10 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, method: str, path: str, *, retries: int = 0, **kwargs: Any) -> httpx.Response:
+    def call(self, method: str, path: str, *, retries: int = 0, waits: int = 0, **kwargs: Any) -> httpx.Response:
         """One request; with ``retries``, a failed connection or a lost answer is tried again (only for
-        requests that are safe to repeat)."""
+        requests that are safe to repeat). A read refused for the user's request rate (429) is sent
+        again after its ``Retry-After`` (at most MAX_RATE_WAITS times, MAX_RATE_WAIT seconds each)."""
         url = self.config.url
         for attempt in range(retries + 1):
             try:
@@ -137,6 +142,11 @@ class Client:
                 if isinstance(e, httpx.TimeoutException):
                     raise ClientError(f"the Tesserae server at {url} did not answer in time") from None
                 raise ClientError(f"request to {url} failed: {e}") from None
+        if r.status_code == 429 and method == "GET" and waits < MAX_RATE_WAITS:
+            # The user's request budget (``runtime.api.budgets``): a read waits as the server says, briefly.
+            delay = r.headers.get("Retry-After", "1")
+            time.sleep(min(MAX_RATE_WAIT, float(delay) if delay.isdigit() else 1.0))
+            return self.call(method, path, retries=retries, waits=waits + 1, **kwargs)
         if r.status_code >= 400:
             try:
                 detail = r.json().get("detail")
@@ -152,11 +162,23 @@ class Client:
         key = idempotency_key or str(uuid.uuid4())
         return self.call("POST", "/v1/jobs", json=payload, headers={"Idempotency-Key": key}, retries=retries).json()
 
-    def jobs(self, state: str | None = None, **filters: Any) -> list[dict[str, Any]]:
-        """Jobs, filtered by ``state`` and the other query parameters of ``GET /v1/jobs`` (user, since,
-        until, limit) that are not None."""
+    def jobs(self, state: str | None = None, limit: int = 1000, page: int = 10_000, **filters: Any
+             ) -> list[dict[str, Any]]:
+        """The most recent ``limit`` jobs, oldest first, filtered by ``state`` and the other query parameters
+        of ``GET /v1/jobs`` (user, since, until) that are not None; asked ``page`` at a time, following
+        each answer's ``next_cursor`` (a server that sends none answered in one page)."""
         params = {k: v for k, v in {"state": state, **filters}.items() if v is not None}
-        return self.call("GET", "/v1/jobs", params=params).json()["jobs"]
+        pages: list[list[dict[str, Any]]] = []
+        left, cursor = limit, None
+        while left > 0:
+            ask = {**params, "limit": min(page, left), **({} if cursor is None else {"cursor": cursor})}
+            answer = self.call("GET", "/v1/jobs", params=ask).json()
+            pages.append(answer["jobs"])
+            left -= len(answer["jobs"])
+            cursor = answer.get("next_cursor")
+            if cursor is None or not answer["jobs"]:
+                break
+        return [job for chunk in reversed(pages) for job in chunk]
 
     def show(self, job_id: int) -> dict[str, Any]:
         return self.call("GET", f"/v1/jobs/{job_id}").json()

@@ -88,6 +88,9 @@ class ServerOptions:
     #: What the scheduler decides on: ``learned`` (each job's rates learned from its progress, the profile
     #: as their prior: ``runtime.controller.learning``) or ``profile`` (the profile's rates by job type).
     throughputs: str = "learned"
+    #: Admission limits (``runtime.api.budgets``): most active jobs per user, most waiting jobs (0: none).
+    max_jobs_per_user: int = 10_000
+    max_queued_jobs: int = 100_000
 
 
 def say(msg: str) -> None:
@@ -229,6 +232,7 @@ def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
     from tesserae.config import build_scheduler
     from tesserae.profiles.loader import load_profile
     from tesserae.runtime.api.app import create_app
+    from tesserae.runtime.api.budgets import Budgets
     from tesserae.runtime.controller import tenancy as tenancy_mod
     from tesserae.runtime.controller.learning import RuntimeLearning, class_model
     from tesserae.runtime.controller.loop import Controller, ControllerConfig
@@ -291,7 +295,8 @@ def serve(opts: ServerOptions, extensions: Sequence[AppExtension] = ()) -> None:
         **executor.info(),
     }
     controller.on_cluster_change = lambda c: info.update(cluster=c.describe())
-    app = create_app(controller, info, max_body=opts.max_body_bytes, extensions=extensions)
+    budgets = Budgets(max_jobs_per_user=opts.max_jobs_per_user or None, max_queued_jobs=opts.max_queued_jobs or None)
+    app = create_app(controller, info, max_body=opts.max_body_bytes, extensions=extensions, budgets=budgets)
     host, port = sock.getsockname()[:2]
     url_host = f"[{host}]" if ":" in str(host) else host
     url = f"http://{url_host}:{port}"

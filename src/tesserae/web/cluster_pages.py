@@ -5,20 +5,22 @@
   Below, GPUs in use and jobs waiting over time (``/v1/cluster/history``, drawn by ``charts.js``,
   the code the simulator's report draws its timeline with).
 - Queue: the waiting jobs in the policy's order at the latest decision, with their Tiresias
-  queue; a pending reason, a tenant queue or a predicted start appear as columns as soon as the
-  API's job views carry them (``pending_reason``, ``queue``, ``predicted_start``).
+  queue, QUEUE_PAGE a page (one ``GET /v1/queue`` page each); a pending reason, a tenant queue or
+  a predicted start appear as columns when the API's entries carry them (``pending_reason``,
+  ``tenant_queue``, ``predicted_start``). Its live poll gets a 304 while its ETag holds.
 - Usage: GPU-hours per user per time bin and utilisation, drawn by ``ui.js`` with uPlot.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import Response
 
-from tesserae.web.dashboard import Dashboard
+from tesserae.web.dashboard import ApiError, Dashboard, api_detail
 from tesserae.web.session import Visitor
 
 #: Usage windows offered on the page: label -> seconds.
@@ -26,6 +28,10 @@ WINDOWS = {"1 h": 3600, "6 h": 6 * 3600, "24 h": 86400, "7 d": 7 * 86400, "30 d"
 #: Fields of a job view that later API versions add, shown on the queue page when present.
 OPTIONAL_QUEUE_FIELDS = (("queue", "tenant queue"), ("pending_reason", "pending reason"),
                          ("predicted_start", "predicted start"))
+#: Jobs on one page of the queue; pages beyond MAX_PAGES are not offered.
+QUEUE_PAGE, MAX_PAGES = 50, 100_000
+#: The queue page's ETag also changes this often: the waits it shows grow.
+ETAG_SECONDS = 30
 
 
 def grid(cluster: dict[str, Any], nodes: list[dict[str, Any]],
@@ -85,11 +91,23 @@ def running_jobs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**e, "partners": sorted(e["partners"]), "nodes": sorted(e["nodes"])} for _, e in sorted(out.items())]
 
 
-def queue_rows(queue: dict[str, Any], views: dict[int, dict[str, Any]], now: float) -> tuple[list[dict[str, Any]],
-                                                                                               list[tuple[str, str]]]:
-    """The queue's entries with the visible job views' extra fields; the optional columns present."""
+def _views(entries: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """The optional fields ``GET /v1/queue`` gives each entry, under the names of a job view."""
+    names = {"tenant_queue": "queue", "pending_reason": "pending_reason", "predicted_start": "predicted_start"}
+    return {int(q["id"]): {name: q[key] for key, name in names.items() if key in q} for q in entries}
+
+
+def _page_number(text: str | None) -> int:
+    """The page asked for (1 when absent or not a number from 1 to MAX_PAGES)."""
+    return int(text) if text is not None and text.isdigit() and 1 <= int(text) <= MAX_PAGES else 1
+
+
+def queue_rows(queue: dict[str, Any], views: dict[int, dict[str, Any]], now: float, first: int = 1
+               ) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """The queue's entries with the visible job views' extra fields; the optional columns present.
+    ``first``: the position of the page's first entry."""
     rows = []
-    for pos, q in enumerate(queue["jobs"], 1):
+    for pos, q in enumerate(queue["jobs"], first):
         view = views.get(q["id"], {})
         rows.append({**q, "position": pos, "waited": now - q["submit_time"], "held": bool(view.get("held")),
                      "extra": {k: view.get(k) for k, _ in OPTIONAL_QUEUE_FIELDS}})
@@ -125,19 +143,40 @@ def register(dash: Dashboard) -> None:
     async def cluster_history(request: Request) -> Response:
         return await dash.relay(request, "/v1/cluster/history", window=history_of(request)[1], points=600)
 
-    async def queue_data(v: Visitor) -> dict[str, Any]:
-        queue = await api.json(v.session.token, "/v1/queue")
-        views = {}
-        for state in ("queued", "preempted"):  # the waiting jobs' own views (pending reasons, predictions)
-            jobs = await api.json(v.session.token, "/v1/jobs", state=state, limit=100000)
-            views.update({int(j["id"]): j for j in jobs["jobs"]})
+    async def queue_data(v: Visitor, page: int) -> dict[str, Any]:
+        r = await api.call("GET", v.session.token, "/v1/queue", limit=QUEUE_PAGE, offset=(page - 1) * QUEUE_PAGE)
+        if r.status_code != 200:
+            raise ApiError(r.status_code, api_detail(r))
+        queue = r.json()
         now = time.time()
-        rows, extra = queue_rows(queue, views, now)
-        return {"queue": queue, "rows": rows, "extra_columns": extra, "now": now, "title": "Queue"}
+        rows, extra = queue_rows(queue, _views(queue["jobs"]), now, first=(page - 1) * QUEUE_PAGE + 1)
+        pages = max(1, -(-int(queue["total"]) // QUEUE_PAGE))
+        return {"queue": queue, "rows": rows, "extra_columns": extra, "now": now, "title": "Queue",
+                "page_number": page, "pages": pages, "api_etag": r.headers.get("etag", "")}
 
     @app.get("/ui/queue", include_in_schema=False)
     async def queue_page(request: Request) -> Response:
-        return await dash.page(request, "queue.html", "queue", queue_data)
+        """The queue, QUEUE_PAGE jobs a page (``?page=N``). Its ETag changes with each decision and each
+        change to the jobs (the API's, ``GET /v1/queue``), and every ETAG_SECONDS (the waits it shows
+        grow): a poll that sends it back in If-None-Match gets a 304 and nothing is rendered again."""
+        page = _page_number(request.query_params.get("page"))
+        seen: dict[str, str] = {}
+
+        async def load(v: Visitor) -> dict[str, Any]:
+            data = await queue_data(v, page)
+            seen["etag"] = data["api_etag"]
+            return data
+
+        response = await dash.page(request, "queue.html", "queue", load)
+        if response.status_code != 200 or not seen.get("etag"):
+            return response
+        live = request.query_params.get("live") == "1"
+        basis = f"{seen['etag']}|{int(live)}|{int(time.time() // ETAG_SECONDS)}"
+        etag = f'W/"{hashlib.sha256(basis.encode()).hexdigest()[:20]}"'
+        if request.headers.get("if-none-match") == etag:
+            return Response(status_code=304, headers={"ETag": etag, "Cache-Control": "no-cache"})
+        response.headers["ETag"] = etag
+        return response
 
     def window_of(request: Request) -> tuple[str, int]:
         label = request.query_params.get("window", "24 h")

@@ -13,43 +13,16 @@ them together (the proxy should limit per client itself).
 
 from __future__ import annotations
 
-import math
-import threading
-import time
-from collections import OrderedDict
 from dataclasses import dataclass, field
+
+from tesserae.runtime.api.budgets import Buckets, retry_after
+
+__all__ = ["Buckets", "LoginLimits", "retry_after"]
 
 #: Login attempts per client address: a burst of this many, then one per CLIENT_EVERY seconds.
 CLIENT_BURST, CLIENT_EVERY = 30, 1.0
 #: Accepted logins per user: a burst of this many, then one per USER_EVERY seconds.
 USER_BURST, USER_EVERY = 20, 10.0
-#: Most buckets kept per kind.
-MAX_KEYS = 10_000
-
-
-class Buckets:
-    """Token buckets by key: ``capacity`` tokens, one more every ``every`` seconds, at most ``max_keys`` keys."""
-
-    def __init__(self, capacity: int, every: float, max_keys: int = MAX_KEYS) -> None:
-        self.capacity, self.every, self.max_keys = capacity, every, max_keys
-        self._lock = threading.Lock()
-        self._buckets: OrderedDict[str, tuple[float, float]] = OrderedDict()  # key -> (tokens, at)
-
-    def take(self, key: str, now: float | None = None) -> float:
-        """Take a token for ``key``: 0.0 when there was one, else the seconds until there is."""
-        now = time.monotonic() if now is None else now
-        with self._lock:
-            tokens, at = self._buckets.pop(key, (float(self.capacity), now))
-            tokens = min(float(self.capacity), tokens + max(0.0, now - at) / self.every)
-            wait = 0.0
-            if tokens >= 1.0:
-                tokens -= 1.0
-            else:
-                wait = (1.0 - tokens) * self.every
-            self._buckets[key] = (tokens, now)
-            while len(self._buckets) > self.max_keys:
-                self._buckets.popitem(last=False)
-            return wait
 
 
 @dataclass
@@ -58,8 +31,3 @@ class LoginLimits:
 
     clients: Buckets = field(default_factory=lambda: Buckets(CLIENT_BURST, CLIENT_EVERY))
     users: Buckets = field(default_factory=lambda: Buckets(USER_BURST, USER_EVERY))
-
-
-def retry_after(wait: float) -> str:
-    """A ``Retry-After`` value (whole seconds, at least 1)."""
-    return str(max(1, math.ceil(wait)))

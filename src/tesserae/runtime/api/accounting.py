@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from fastapi import FastAPI, HTTPException, Query
 
+from tesserae.runtime.api.budgets import charged
 from tesserae.runtime.api.jobs import MAX_TIME, USER_PATTERN
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.store import accounting
@@ -14,9 +15,10 @@ from tesserae.runtime.store import accounting
 
 def add_accounting_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     store = controller.store
+    Accountant = charged("accounting", Who)
 
     @app.get("/v1/accounting", tags=["jobs"])
-    def usage(who: Who,
+    def usage(who: Accountant,
               since: Annotated[float | None, Query(ge=0, le=MAX_TIME, description="Window start (Unix seconds); "
                                                    "default: the beginning.")] = None,
               until: Annotated[float | None, Query(ge=0, le=MAX_TIME, description="Window end (Unix seconds); "

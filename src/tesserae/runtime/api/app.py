@@ -38,6 +38,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import tesserae
 from tesserae.runtime.api.accounting import add_accounting_routes
 from tesserae.runtime.api.auth import authenticated
+from tesserae.runtime.api.budgets import Budgets
 from tesserae.runtime.api.cluster import add_cluster_routes
 from tesserae.runtime.api.control import add_control_routes
 from tesserae.runtime.api.headers import SecurityHeaders
@@ -90,8 +91,9 @@ AppExtension = Callable[[FastAPI, Controller, dict[str, Any]], object]
 
 
 def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = DEFAULT_MAX_BODY,
-               extensions: Sequence[AppExtension] = ()) -> FastAPI:
-    """The API app; each of ``extensions`` is then mounted on it, in order."""
+               extensions: Sequence[AppExtension] = (), budgets: Budgets | None = None) -> FastAPI:
+    """The API app; each of ``extensions`` is then mounted on it, in order. ``budgets``: the per-user
+    request budgets (``budgets``; the defaults when None)."""
     store = controller.store
     # Swagger UI and ReDoc from the package (fastapi-offline), not a CDN: /docs works air-gapped.
     # /redoc is our own page (``redoc``): the package's ReDoc under a policy that loads nothing external.
@@ -100,6 +102,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
                               "`Authorization: Bearer TOKEN` (`tesserae token create`).",
                   default_response_class=SafeJSONResponse, responses=ERROR_RESPONSES)
     add_redoc_route(app, "/docs-static")
+    app.state.budgets = budgets or Budgets()
     app.add_middleware(BodyLimit, limit=max_body)
     app.add_middleware(SecurityHeaders)  # the outermost: on every response, the body limit's 413 included
 

@@ -15,17 +15,21 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import FastAPI, Query
+from fastapi import FastAPI, Query, Request, Response
 
+from tesserae.runtime.api.budgets import charged
 from tesserae.runtime.api.history import node_health
 from tesserae.runtime.api.limits import MAX_WINDOW
 from tesserae.runtime.controller import pending
 from tesserae.runtime.controller.loop import Controller
-from tesserae.runtime.store import allocations, counts, jobs
+from tesserae.runtime.job.files import MAX_INT
+from tesserae.runtime.store import allocations, counts
 from tesserae.scheduling.base import QueueInspect
 
 #: Most time bins one usage query may ask for.
 MAX_BINS = 500
+#: Most jobs one page of ``GET /v1/queue`` holds.
+MAX_QUEUE_PAGE = 10_000
 
 
 def node_view(controller: Controller) -> list[dict[str, Any]]:
@@ -91,9 +95,10 @@ def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gp
 def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dict[str, Any]) -> None:
     """The cluster views, authenticated by ``Who`` (``auth``); ``info`` is the server's (``/v1/cluster``)."""
     store = controller.store
+    Lister, Accountant = charged("list", Who), charged("accounting", Who)
 
     @app.get("/v1/cluster", tags=["cluster"])
-    def cluster(who: Who) -> dict[str, Any]:
+    def cluster(who: Lister) -> dict[str, Any]:
         """GPUs, what runs on each, and the queue. A GPU of a node that is not alive (unreachable,
         draining, dead) is ``available: false`` with its node's state, and counts as neither free nor
         in use unless a run still holds it."""
@@ -123,32 +128,51 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
         ``lost_runs`` (per GPU id, runs whose processes vanished there in the last 24 h)."""
         return {"nodes": node_health(controller, node_view(controller), time.time())}
 
-    @app.get("/v1/queue", tags=["cluster"])
-    def queue(who: Who) -> dict[str, Any]:
+    @app.get("/v1/queue", tags=["cluster"], responses={304: {"description": "Unchanged since the ETag sent "
+                                                                          "in If-None-Match."}})
+    def queue(who: Lister, request: Request, response: Response,
+              limit: Annotated[int | None, Query(ge=1, le=MAX_QUEUE_PAGE, description="At most N jobs (a "
+                                                 "page; default: every waiting job).")] = None,
+              offset: Annotated[int, Query(ge=0, le=MAX_INT, description="Skip the first N (the next page).")] = 0,
+              ) -> Any:
         """Waiting jobs in the scheduling policy's order at the latest decision, with their queue
-        (Tiresias level) where the policy has queues. Jobs submitted since come last, marked
-        ``ordered: false``. Other users' jobs come without their name."""
-        order, levels = pending.policy_order(controller)
-        waiting = {int(r["id"]): r for r in jobs.waiting(store)}
-        position = {j: i for i, j in enumerate(order)}
-        ids = sorted(waiting, key=lambda j: (j not in position, position.get(j, 0), j))
-        out = []
-        for j in ids:
-            r = waiting[j]
-            mine = who.admin or r["user"] == who.user
-            out.append({"id": j, "user": r["user"], "name": r["name"] if mine else None, "gpus": int(r["num_gpus"]),
-                        "state": r["state"], "submit_time": float(r["submit_time"]),
-                        "waiting_since": float(r["last_stop"] or r["submit_time"]),
-                        "attained_gpu_seconds": float(r["attained"]), "preemptions": int(r["preemptions"]),
-                        "ordered": j in position, "queue": levels.get(j)})
+        (Tiresias level) where the policy has queues, why each waits and (with predictions) when it
+        should start. Jobs submitted since come last, marked ``ordered: false``. Other users' jobs
+        come without their name. ``total`` counts them all; ``limit`` and ``offset`` page through them.
+        The ``ETag`` changes with each decision and each change to the jobs: send it back in
+        ``If-None-Match`` to get a 304 while nothing changed."""
+        board = pending.board(controller)
         policy = controller.scheduler.policy
+        tag = f'W/"{board.version}.{offset}.{limit}.{who.user}.{int(who.admin)}"'
+        if request.headers.get("if-none-match") == tag:
+            return Response(status_code=304, headers={"ETag": tag})
+        response.headers["ETag"] = tag
+        page = board.rows[offset:None if limit is None else offset + limit]
+        tenancy, predictor = controller.tenancy, controller.predictor
+        out = []
+        for r in page:
+            j = int(r["id"])
+            mine = who.admin or r["user"] == who.user
+            place = board.places.get(j)
+            entry = {"id": j, "user": r["user"], "name": r["name"] if mine else None, "gpus": int(r["num_gpus"]),
+                     "state": r["state"], "submit_time": float(r["submit_time"]),
+                     "waiting_since": float(r["last_stop"] or r["submit_time"]),
+                     "attained_gpu_seconds": float(r["attained"]), "preemptions": int(r["preemptions"]),
+                     "ordered": j in board.ordered, "queue": board.levels.get(j),
+                     "pending_reason": None if place is None else place.reason}
+            if tenancy is not None:
+                entry["tenant_queue"] = r["queue"] or None
+            if predictor is not None:
+                entry["predicted_start"] = predictor.lookup(j)[0]
+            out.append(entry)
         queues = isinstance(policy, QueueInspect)
         return {"policy": policy.name, "queues": policy.num_queues if queues else None,
                 "queue_thresholds": [float(x) for x in policy.thresholds] if queues else [],
-                "last_decision_time": controller.stats.last_decision, "jobs": out}
+                "last_decision_time": controller.stats.last_decision, "total": len(board.rows),
+                "offset": offset, "jobs": out}
 
     @app.get("/v1/usage", tags=["cluster"])
-    def usage(who: Who,
+    def usage(who: Accountant,
               window: Annotated[float, Query(ge=1.0, le=MAX_WINDOW, description="Seconds back from now.")] = 86400.0,
               bins: Annotated[int, Query(ge=1, le=MAX_BINS)] = 48) -> dict[str, Any]:
         """GPU-hours per user per time bin and utilisation (GPU-seconds held / GPU-seconds there),

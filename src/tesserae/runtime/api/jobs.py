@@ -11,9 +11,10 @@ import time
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from fastapi import FastAPI, Header, HTTPException, Query, Response
+from fastapi import FastAPI, Header, HTTPException, Query, Request, Response
 from fastapi import Path as PathParam
 
+from tesserae.runtime.api.budgets import charged
 from tesserae.runtime.api.limits import ErrorBody
 from tesserae.runtime.api.models import JobSubmission, SubmitError, check_submission, default_name, request_hash
 from tesserae.runtime.api.queues import annotate, queue_for
@@ -24,11 +25,13 @@ from tesserae.runtime.controller.lifecycle import parse_array
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.job.files import MAX_INT, read_log, tail_offset
 from tesserae.runtime.store import allocations, jobs
-from tesserae.runtime.store.database import FINAL_STATES, JOB_STATES, Principal, Store
+from tesserae.runtime.store.database import FINAL_STATES, JOB_STATES, RUNNABLE_STATES, Principal, Store
 
 LOG_CHUNK = 1 << 20
 MAX_TAIL_LINES = 100000
 MAX_NODES = 4096
+#: Most jobs one page of ``GET /v1/jobs`` holds (follow ``next_cursor`` for more).
+MAX_PAGE = 10_000
 MAX_TIME = 1e11  # Unix seconds: year 5138
 USER_PATTERN = r"^[A-Za-z0-9_.@\-]+$"
 _IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
@@ -49,6 +52,7 @@ def owned_job(store: Store, job_id: int, who: Principal) -> Any:
 def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     """The ``/v1/jobs`` routes, authenticated by ``Who`` (``auth``)."""
     store = controller.store
+    Lister = charged("list", Who)
 
     def own_job(job_id: int, who: Principal) -> Any:
         return owned_job(store, job_id, who)
@@ -66,7 +70,7 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                          200: {"description": "A retry: the job this Idempotency-Key already created."},
                          409: {"model": ErrorBody, "description": "The Idempotency-Key was used for another "
                                                                   "submission."}})
-    def submit(sub: JobSubmission, who: Who, response: Response,
+    def submit(sub: JobSubmission, who: Who, response: Response, request: Request,
                idempotency_key: Annotated[str | None, Header(
                    max_length=200, description="Any unique string (a UUID): a retry with the same key and body "
                                                "returns the job the first request created.")] = None,
@@ -94,9 +98,11 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                    "iterations": sub.iterations, "state": "queued", "submit_time": now, "last_stop": now,
                    "idempotency_key": idempotency_key, "request_hash": digest, "queue": queue,
                    "priority_class": sub.priority_class, **lifecycle_columns(sub)}
+        indexes = parse_array(sub.array) if sub.array is not None else None
         try:
-            job_ids = jobs.insert_jobs(store, controller.job_ids, columns,
-                                       parse_array(sub.array) if sub.array is not None else None)
+            with store.tx():  # the limits are checked where the jobs are stored: concurrent submits cannot overshoot
+                request.app.state.budgets.admit(store, who.user, 1 if indexes is None else len(indexes))
+                job_ids = jobs.insert_jobs(store, controller.job_ids, columns, indexes)
         except jobs.KeyTaken:  # the same key, submitted concurrently: the other request won
             replay = _replay(who, idempotency_key or "", digest)
             if replay is None:
@@ -117,10 +123,20 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
         tasks = None if row["array_job"] is None else jobs.array_tasks(store, int(row["id"]))
         return {**job_view(row, live_allocation(int(row["id"]))), "array_job_ids": tasks}
 
+    def waits(rows: list[Any]) -> dict[int, Any]:
+        """The queue places of ``rows`` (``pending.Cache``: none read when no row waits)."""
+        waiting = [int(r["id"]) for r in rows if r["state"] in RUNNABLE_STATES and not r["cancel_requested"]]
+        if not waiting:
+            return {}
+        return pending.board(controller, need=max(waiting)).places
+
     @app.get("/v1/jobs", tags=["jobs"])
-    def list_jobs(who: Who,
+    def list_jobs(who: Lister,
                   state: Annotated[JobState | None, Query(description="Only jobs in this state.")] = None,
-                  limit: Annotated[int, Query(ge=1, le=100000, description="The most recent N.")] = 1000,
+                  limit: Annotated[int, Query(ge=1, le=MAX_PAGE, description="The most recent N (at most "
+                                                                             f"{MAX_PAGE} a page).")] = 1000,
+                  cursor: Annotated[int | None, Query(ge=1, le=MAX_INT, description="The next page: the "
+                                                      "`next_cursor` of the previous answer (older jobs).")] = None,
                   user: Annotated[str | None, Query(min_length=1, max_length=100, pattern=USER_PATTERN,
                                                     description="Only this user's jobs (another user's: admins "
                                                                 "only).")] = None,
@@ -129,24 +145,26 @@ def add_job_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                   until: Annotated[float | None, Query(ge=0, le=MAX_TIME, description="Only jobs submitted "
                                                        "by this time (Unix seconds).")] = None,
                   ) -> dict[str, Any]:
-        """Your jobs (all jobs for an admin), oldest first; with ``since``/``until``, the jobs whose life
-        overlaps that window (``accounting``)."""
+        """Your jobs (all jobs for an admin): the most recent ``limit``, oldest first; with ``since``/``until``,
+        the jobs whose life overlaps that window (``accounting``). When there may be older ones,
+        ``next_cursor`` is set: pass it as ``cursor`` for the next page (null: this was the last)."""
         if user is not None and not who.admin and user != who.user:
             raise HTTPException(403, f"only an admin token sees another user's jobs ({user})")
         if since is not None and until is not None and until < since:
             raise HTTPException(422, "'until' is before 'since'")
         owner = (user or who.user) if not who.admin or user is not None else None
-        rows = jobs.listing(store, user=owner, state=state, since=since, until=until, limit=limit)
-        allocs = allocations.unended_by_job(store)
-        waits = pending.describe(controller)
-        return {"jobs": annotate(controller, [job_view(r, allocs.get(int(r["id"])), pending=waits.get(int(r["id"])))
-                                              for r in reversed(rows)])}
+        rows = jobs.listing(store, user=owner, state=state, since=since, until=until, limit=limit, before=cursor)
+        allocs = allocations.unended_of(store, [int(r["id"]) for r in rows if r["state"] not in FINAL_STATES])
+        places = waits(rows)
+        return {"jobs": annotate(controller, [job_view(r, allocs.get(int(r["id"])), pending=places.get(int(r["id"])))
+                                              for r in reversed(rows)]),
+                "next_cursor": int(rows[-1]["id"]) if len(rows) == limit else None}
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def show(job_id: JobId, who: Who) -> dict[str, Any]:
         row = own_job(job_id, who)
         view = annotate(controller, [job_view(row, live_allocation(job_id), jobs.events(store, job_id),
-                                              pending.describe(controller).get(job_id))])[0]
+                                              waits([row]).get(job_id))])[0]
         learning = controller.learning  # its learned rates per GPU type and partner (learned throughputs)
         view["learned"] = None if learning is None else learning.describe(job_id)
         return view

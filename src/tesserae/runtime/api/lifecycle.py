@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 
 from tesserae.runtime.api.jobs import JobId, owned_job
 from tesserae.runtime.api.limits import ErrorBody
@@ -54,7 +54,7 @@ def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None
         return answer(job_id)
 
     @app.post("/v1/jobs/{job_id}/resubmit", status_code=201, tags=["jobs"], responses=conflict)
-    def resubmit(job_id: JobId, who: Who) -> dict[str, Any]:
+    def resubmit(job_id: JobId, who: Who, request: Request) -> dict[str, Any]:
         """A new job with the spec of an ended one (completed, failed or cancelled)."""
         row = owned_job(store, job_id, who)
         if row["state"] not in FINAL_STATES:
@@ -66,6 +66,8 @@ def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None
         columns["queue"] = queue_for(controller, Principal(str(row["user"]), who.admin), row["queue"] or None,
                                      str(row["priority_class"]), int(row["num_gpus"]))
         columns.update(state="queued", submit_time=now, last_stop=now, resubmit_of=job_id)
-        new_id = jobs.insert_jobs(store, controller.job_ids, columns, None, same_task_as=row)[0]
+        with store.tx():  # the admission limits (``budgets``) count the job's owner's jobs
+            request.app.state.budgets.admit(store, str(row["user"]), 1)
+            new_id = jobs.insert_jobs(store, controller.job_ids, columns, None, same_task_as=row)[0]
         controller.wake()
         return answer(new_id)

@@ -7,10 +7,11 @@ yet; 422 naming the field for an unknown policy, placement or a bad queue config
 import time
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from tesserae.core.errors import InputError
+from tesserae.runtime.api.budgets import charged
 from tesserae.runtime.api.limits import ErrorBody
 from tesserae.runtime.controller.prediction import not_started
 from tesserae.runtime.controller.tenancy import QueueRefused
@@ -35,16 +36,19 @@ def _average_jct(pred: Any, submit: dict[int, float], epoch: float) -> float | N
 
 
 def add_what_if_routes(app: FastAPI, controller: Any, Who: Any) -> None:
-    """``POST /v1/what-if``, authenticated by ``Who`` (``auth``)."""
+    """``POST /v1/what-if``, authenticated by ``Who`` (``auth``), within the user's budget (``budgets``)."""
+    Asker = charged("what-if", Who)
 
     @app.post("/v1/what-if", tags=["queues"],
               responses={409: {"model": ErrorBody, "description": "No decision has been made yet: nothing to "
                                                                   "predict from."}})
-    def what_if(req: WhatIf, who: Who) -> dict[str, Any]:
+    def what_if(req: WhatIf, who: Asker, request: Request) -> dict[str, Any]:
         """Predicted start and finish of the active jobs now, and under another policy, placement or quota.
 
         Both come from the same snapshot of the latest decision, simulated forward. A user sees their own
-        jobs (an admin every job); the averages cover every active job.
+        jobs (an admin every job); the averages cover every active job. One what-if per user at a time
+        (429 otherwise), checked before anything is simulated; each simulation stops at its time budget:
+        then ``partial`` is true and the jobs it did not reach have no prediction (null).
         """
         from tesserae.core.queues import parse_config
         from tesserae.placement.base import placement_names
@@ -61,7 +65,8 @@ def add_what_if_routes(app: FastAPI, controller: Any, Who: Any) -> None:
                                                  f"{', '.join(placement_names())}")
         try:
             queues = None if req.queues is None else parse_config(req.queues, path="body")
-            base, alt = predictor.what_if(req.policy, req.placement, queues, no_queues=req.no_queues)
+            with request.app.state.budgets.what_ifs.slot(who.user):
+                base, alt = predictor.what_if(req.policy, req.placement, queues, no_queues=req.no_queues)
         except InputError as e:
             raise QueueRefused(422, e.field or "queues", str(e)) from None
         except LookupError as e:
@@ -90,4 +95,6 @@ def add_what_if_routes(app: FastAPI, controller: Any, Who: Any) -> None:
         return {"policy": base.policy, "what_if_policy": alt.policy, "jobs": jobs,
                 "avg_jct": _average_jct(base, submit, epoch), "what_if_avg_jct": _average_jct(alt, submit, epoch),
                 "complete": base.complete and alt.complete, "estimated_work": sorted(set(base.estimated_work)),
+                "partial": base.out_of_time or alt.out_of_time,
+                "budget_seconds": predictor.budget_seconds,
                 "snapshot_time": base.now + epoch}

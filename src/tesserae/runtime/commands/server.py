@@ -123,6 +123,12 @@ def server(
     predict_restart_seconds: Annotated[float, typer.Option("--predict-restart-seconds", min=0.0, help="Restart "
                                                            "cost (s) the predicted start times charge per "
                                                            "(re)start.")] = 1.0,
+    max_jobs_per_user: Annotated[int, typer.Option("--max-jobs-per-user", min=0, metavar="N", help="Most active "
+                                                   "(waiting or running) jobs a user may have; more is refused "
+                                                   "(HTTP 429). 0: no limit. Slurm's MaxSubmitJobs.")] = 10_000,
+    max_queued_jobs: Annotated[int, typer.Option("--max-queued-jobs", min=0, metavar="N", help="Most waiting jobs "
+                                                 "on the server, all users together; more is refused (HTTP 429). "
+                                                 "0: no limit. After Slurm's MaxJobCount.")] = 100_000,
 ) -> None:
     """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
     from tesserae.extras import require
@@ -151,4 +157,5 @@ def server(
                         pass_env=tuple(pass_env or ()), cgroups=cgroups, max_body_bytes=max_body_bytes,
                         ready_file=ready_file, new_store=new_store, config=config,
                         predict_restart_seconds=predict_restart_seconds, throughputs=throughputs,
+                        max_jobs_per_user=max_jobs_per_user, max_queued_jobs=max_queued_jobs,
                         log_to_state=os.environ.get(DETACHED_VAR) == "1"), extensions=ctx.obj or ())

@@ -96,7 +96,10 @@ def backoff(base: float, attempt: int) -> float:
 
 def dependencies(row: Mapping[str, Any]) -> list[tuple[int, str]]:
     """The job's dependencies: (job id, ``any`` or ``ok``)."""
-    return [(int(j), str(kind)) for j, kind in json.loads(row["after"] or "[]")]
+    after = row["after"]
+    if not after or after == "[]":  # most jobs: no JSON to parse (every waiting job, every decision)
+        return []
+    return [(int(j), str(kind)) for j, kind in json.loads(after)]
 
 
 def blocked(row: Mapping[str, Any], states: Mapping[int, str], now: float) -> str | None:
@@ -122,17 +125,19 @@ def unsatisfiable(row: Mapping[str, Any], states: Mapping[int, str]) -> str | No
     return None
 
 
-def cancel_unsatisfiable(store: Store, rows: list[Any], now: float) -> bool:
-    """Cancel every waiting job whose dependency can no longer be met (in id order, so a chain of
-    them goes at once). True when one was cancelled."""
-    states = {int(r["id"]): str(r["state"]) for r in rows}
+def cancel_unsatisfiable(store: Store, rows: list[Any], states: Mapping[int, str], now: float) -> bool:
+    """Cancel every waiting job among ``rows`` whose dependency can no longer be met (in id order, so a
+    chain of them goes at once); ``states``: every job's state, by id. True when one was cancelled."""
+    candidates = [r for r in rows if r["state"] in RUNNABLE_STATES and r["after"] != "[]"]
+    if not candidates:
+        return False
+    states = dict(states)
     doomed = []
-    for r in rows:
-        if r["state"] in RUNNABLE_STATES and r["after"] != "[]":
-            why = unsatisfiable(r, states)
-            if why is not None:
-                states[int(r["id"])] = "cancelled"
-                doomed.append((int(r["id"]), why))
+    for r in candidates:
+        why = unsatisfiable(r, states)
+        if why is not None:
+            states[int(r["id"])] = "cancelled"
+            doomed.append((int(r["id"]), why))
     if not doomed:
         return False
     jobs.cancel_waiting(store, doomed, now)

@@ -54,6 +54,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Controller", "ControllerConfig", "Live", "Stats"]
 
+#: The most of a core event-driven decisions take (``Controller.decide``).
+DECISION_SHARE = 0.5
+
 
 class Controller:
     def __init__(self, store: Store, executor: Executor[Any], scheduler: Scheduler, cluster: Cluster,
@@ -81,7 +84,11 @@ class Controller:
                              learning=learning)
         self._wake = threading.Event()
         self._stop = threading.Event()
+        #: Counts the changes the controller is told of (``wake``): what the API's caches key on
+        #: (``pending.board``).
+        self.changes = 0
         self._pending = True  # decide at once after start-up
+        self._calm_until = 0.0  # no event-driven decision before this (``decide``)
 
     # ------------------------------------------------------------------ what the API and the dashboard read
     @property
@@ -144,6 +151,7 @@ class Controller:
         """Something happened (a submission, a cancellation): decide soon when event-driven."""
         if event:
             self._pending = True
+        self.changes += 1
         self._wake.set()
 
     def run(self, stop: threading.Event) -> None:
@@ -156,7 +164,8 @@ class Controller:
             now = time.time()
             self.poll(now)
             due = now >= next_round or (self.config.event_driven
-                                        and (self._pending or now >= self.rounds.next_event))
+                                        and (self._pending or now >= self.rounds.next_event)
+                                        and now >= self._calm_until)
             if due and self.decide(now):
                 next_round = self.stats.last_decision + self.config.round_seconds  # type: ignore[operator]
             now = time.time()
@@ -178,7 +187,13 @@ class Controller:
         if not self.runs.settled() or not self.rounds.take_view():
             return False
         self._pending = False
+        t0 = time.perf_counter()
         decision = self.rounds.decide(now)
+        cost = time.perf_counter() - t0
+        # Event-driven decisions take at most DECISION_SHARE of a core: under a flood of arrivals a
+        # decision that took d seconds is followed by the next event's no sooner than d * (1/SHARE - 1)
+        # later (a round's own time is not delayed). A small queue's decision takes milliseconds.
+        self._calm_until = time.time() + cost * (1.0 / DECISION_SHARE - 1.0)
         if decision is not None:
             plan, table = decision
             self.runs.faults.hit("decided")

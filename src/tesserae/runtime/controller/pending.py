@@ -13,7 +13,10 @@ the only source of a job view's ``pending_reason``.
 
 from __future__ import annotations
 
+import math
+import threading
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -105,9 +108,12 @@ def policy_order(controller: Controller) -> tuple[list[int], dict[int, int]]:
 
 
 def snapshot(controller: Controller, now: float | None = None) -> tuple[Queue, list[Any]]:
-    """The queue as the rules see it, and the waiting jobs' rows."""
+    """The queue as the rules see it, and the waiting jobs' rows. Only the waiting jobs are read, and the
+    states of the jobs they depend on: never the whole table (issue 27, point 6)."""
     store = controller.store
-    states = jobs.states(store)
+    waiting = jobs.waiting(store)
+    states = jobs.states_of(store, [dep for row in waiting if row["after"] != "[]"
+                                    for dep, _ in lifecycle.dependencies(row)])
     used = allocations.gpus_in_use(store)
     total = controller.cluster.num_gpus
     free_by_type = dict(controller.cluster.gpus_by_type)
@@ -116,7 +122,6 @@ def snapshot(controller: Controller, now: float | None = None) -> tuple[Queue, l
         if 0 <= g < len(gpus) and gpus[g].gpu_type in free_by_type:
             free_by_type[gpus[g].gpu_type] -= 1
     order, levels = policy_order(controller)
-    waiting = jobs.waiting(store)
     return Queue(time.time() if now is None else now, states, total, max(0, total - len(used)), order,
                  levels, free_by_type, tenant_reasons(controller, waiting)), waiting
 
@@ -126,17 +131,121 @@ def describe(controller: Controller, now: float | None = None) -> dict[int, Pend
     return reasons(*snapshot(controller, now))
 
 
+@dataclass(frozen=True)
+class Board:
+    """The waiting jobs as the API shows them, worked out once for many requests (``Cache``)."""
+
+    #: Changes when the decision or the jobs changed: the ETag of what is derived from it.
+    version: str
+    now: float
+    #: Each waiting job's place and reason, by id.
+    places: dict[int, Pending]
+    #: The waiting rows in the policy's order at the latest decision (jobs that arrived since last,
+    #: oldest first), and the ids the policy ordered, and their queue levels (Tiresias).
+    rows: list[Any]
+    ordered: frozenset[int]
+    levels: dict[int, int]
+
+
+class Cache:
+    """The waiting jobs' places, shared by the requests that come close together (issue 27, point 6).
+
+    Working out every waiting job's place reads all of them (30,000 rows take a second on a busy
+    machine), and every job view of a waiting job needs it: before, each ``GET /v1/jobs/{id}`` paid
+    it, and the queue page read every waiting job twice. Now one ``Board`` serves until the next
+    decision, the next change the controller is told of (``Controller.wake``: a submission, a
+    cancellation, a hold, a run's end), or ``max_age`` seconds (a retry's backoff counts down),
+    whichever comes first; a job that is not on it (submitted since) makes a new one.
+
+    A board that took longer than ``sync_cost`` seconds to make is not made again in a request: the
+    requests keep the previous one (a job submitted since has no place on it yet) while one thread
+    makes the next, at most every ``SLOW_SPACING`` times what it took, so no request waits for it and
+    it takes a tenth of a core at most. A small queue's board is made in the request, as before: its
+    answers are never stale.
+    """
+
+    def __init__(self, max_age: float = 1.0, sync_cost: float = 0.05) -> None:
+        self.max_age, self.sync_cost = max_age, sync_cost
+        self._lock = threading.Lock()
+        self._key: tuple[int, int] | None = None
+        self._at = -math.inf
+        self._board: Board | None = None
+        self._cost = 0.0
+        self._refreshing = False
+
+    def get(self, controller: Controller, need: int | None = None) -> Board:
+        """The board as of at most ``max_age`` seconds ago; a fresh one when the job ``need`` is not on it
+        (unless boards are slow to make: see the class docstring)."""
+        key = (controller.stats.rounds, controller.changes)
+        with self._lock:  # one request works it out; the others wait for its answer
+            board = self._board
+            age = time.monotonic() - self._at
+            if (board is not None and key == self._key and age < self.max_age
+                    and (need is None or need in board.places)):
+                return board
+            if board is None or self._cost < self.sync_cost:
+                return self._make(controller, key)
+            # A slow board is made again at most every SLOW_SPACING times what it costs (a tenth of a core).
+            if age >= self._cost * SLOW_SPACING and not self._refreshing:
+                self._refreshing = True
+                threading.Thread(target=self._refresh, args=(controller, key), name="tesserae-queue-board",
+                                 daemon=True).start()
+            return board
+
+    def _make(self, controller: Controller, key: tuple[int, int]) -> Board:
+        t0 = time.perf_counter()
+        board = _board(controller, f"{controller.store.store_id[:8]}.{key[0]}.{key[1]}")
+        self._board, self._key, self._at = board, key, time.monotonic()
+        self._cost = time.perf_counter() - t0
+        return board
+
+    def _refresh(self, controller: Controller, key: tuple[int, int]) -> None:
+        try:
+            t0 = time.perf_counter()
+            board = _board(controller, f"{controller.store.store_id[:8]}.{key[0]}.{key[1]}")
+            with self._lock:
+                self._board, self._key, self._at = board, key, time.monotonic()
+                self._cost = time.perf_counter() - t0
+        finally:
+            with self._lock:
+                self._refreshing = False
+
+
+#: A board that is slow to make is made again at most every this many times what it took.
+SLOW_SPACING = 10.0
+
+_caches: weakref.WeakKeyDictionary[Any, Cache] = weakref.WeakKeyDictionary()
+_caches_lock = threading.Lock()
+
+
+def board(controller: Controller, need: int | None = None) -> Board:
+    """The controller's ``Board`` (``Cache.get``): one cache per controller."""
+    with _caches_lock:
+        cache = _caches.get(controller)
+        if cache is None:
+            cache = _caches[controller] = Cache()
+    return cache.get(controller, need)
+
+
+def _board(controller: Controller, version: str) -> Board:
+    queue, waiting = snapshot(controller)
+    order, levels = queue.order, queue.levels
+    position = {j: i for i, j in enumerate(order)}
+    rows = sorted(waiting, key=lambda r: (int(r["id"]) not in position, position.get(int(r["id"]), 0), int(r["id"])))
+    return Board(version, queue.now, reasons(queue, waiting), rows, frozenset(position), levels)
+
+
 def queue_view(controller: Controller, user: str | None) -> list[dict[str, Any]]:
     """The waiting jobs, in queue order (those a rule holds back last): what ``/v1/cluster`` shows.
     With ``user`` set (not an admin), other users' jobs come without their name."""
-    queue, waiting = snapshot(controller)
-    why = reasons(queue, waiting)
-    rows = sorted(waiting, key=lambda r: (why[int(r["id"])].position is None,
-                                          why[int(r["id"])].position or 0, int(r["id"])))
+    current = board(controller)
+    why = current.places
+    rows = sorted(current.rows, key=lambda r: (why[int(r["id"])].position is None,
+                                             why[int(r["id"])].position or 0, int(r["id"])))
     return [{"id": int(r["id"]), "user": r["user"], "name": r["name"] if user in (None, r["user"]) else None,
              "state": r["state"], "gpus": int(r["num_gpus"]), "position": why[int(r["id"])].position,
              "reason": why[int(r["id"])].reason,
-             "waited_seconds": max(0.0, queue.now - float(r["submit_time"]) - float(r["executed"]))}
+             "waited_seconds": max(0.0, current.now - float(r["submit_time"]) - float(r["executed"]))}
             for r in rows]
 
 

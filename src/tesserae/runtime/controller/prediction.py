@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +32,9 @@ from tesserae.scheduling.per_queue import check_queue_policy
 from tesserae.sim.engine import SimConfig
 from tesserae.sim.predict import Prediction, Snapshot, predict
 
-UNKNOWN_WORK_MIN = 1e11  # the controller's stand-in for 'iterations not given' is larger than this
+UNKNOWN_WORK_MIN = 1e11
+#: The most of a core the predictions take: after one that took w seconds the next waits w * (1/SHARE - 1).
+SHARE = 0.25  # the controller's stand-in for 'iterations not given' is larger than this
 
 
 class Predictor:
@@ -45,6 +48,7 @@ class Predictor:
         self.epoch = 0.0
         self.latest: Prediction | None = None
         self._snapshot: Snapshot | None = None  # the latest one taken (what-if starts from it)
+        self._latest_of: Snapshot | None = None  # the snapshot ``latest`` was predicted from
         self._todo: Snapshot | None = None
         self._cond = threading.Condition()
         self._worker: threading.Thread | None = None
@@ -75,13 +79,18 @@ class Predictor:
                     self._cond.wait()
                 snap, self._todo = self._todo, None
             work = _fork(snap)  # the kept snapshot stays pristine for what-if
+            t0 = time.monotonic()
             try:
                 result = predict(work, work.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
             except Exception:  # a prediction never takes the server down; the API then shows none
                 self.failures += 1
                 continue
+            finally:
+                # At most a share of a core (SHARE): a decision at every arrival must not keep a
+                # simulation running all the time (issue 27); the latest snapshot waits meanwhile.
+                time.sleep((time.monotonic() - t0) * (1.0 / SHARE - 1.0))
             with self._cond:
-                self.latest = result
+                self.latest, self._latest_of = result, snap
                 self.predictions += 1
 
     # ------------------------------------------------------------------ API threads
@@ -97,12 +106,37 @@ class Predictor:
                 no_queues: bool = False) -> tuple[Prediction, Prediction]:
         """The latest snapshot simulated as it is and with another policy, placement or queue config."""
         with self._cond:
-            snap = self._snapshot
+            snap, latest, latest_of = self._snapshot, self.latest, self._latest_of
         if snap is None:
             raise LookupError("no decision has been made yet: nothing to predict from")
-        base = predict(_fork(snap), snap.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
+        # The other scheduler first: a bad policy, placement or queue config is refused before any simulation.
+        self._check(snap, policy, placement, queues, no_queues)
+        # The prediction as it is: the worker's, when it was made from this snapshot (half the cost).
+        base = latest if latest is not None and latest_of is snap else predict(
+            _fork(snap), snap.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
         alt = _fork(snap)
-        sched = alt.scheduler
+        alt.scheduler = self._other_scheduler(alt, policy, placement, queues, no_queues)
+        return base, predict(alt, alt.scheduler.cluster, self.config, budget_seconds=self.budget_seconds)
+
+    def _check(self, snap: Snapshot, policy: str | None, placement: str | None, queues: QueueConfig | None,
+               no_queues: bool) -> None:
+        """Raise what ``_other_scheduler`` would, without touching the snapshot (its objects stay pristine)."""
+        sched = snap.scheduler
+        run = self._other(policy, placement)
+        name = sched.policy.name if policy is None else build_policy(run).name
+        if placement is not None:
+            build_placement(run)
+        if queues is not None:
+            check_queue_policy(name)
+            build_tree(queues, gpus_by_type=sched.cluster.gpus_by_type, path="body", policy_names=queue_policy_names())
+        elif not no_queues and sched.queues is not None and policy is not None:
+            check_queue_policy(name)
+
+    def _other_scheduler(self, snap: Snapshot, policy: str | None, placement: str | None,
+                         queues: QueueConfig | None, no_queues: bool) -> Scheduler:
+        """The snapshot's scheduler with another policy, placement or queue config (built from, and
+        sharing the state of, ``snap``'s: pass a fork)."""
+        sched = snap.scheduler
         run = self._other(policy, placement)
         new_policy = sched.policy if policy is None else build_policy(run)
         new_placement = sched.placement if placement is None else build_placement(run)
@@ -116,8 +150,7 @@ class Predictor:
         elif step is not None and policy is not None:
             check_queue_policy(new_policy.name)
             step = QueueStep(step.tree)
-        alt.scheduler = Scheduler(sched.cluster, new_policy, new_placement, sched.model, sched.config, queues=step)
-        return base, predict(alt, sched.cluster, self.config, budget_seconds=self.budget_seconds)
+        return Scheduler(sched.cluster, new_policy, new_placement, sched.model, sched.config, queues=step)
 
     def _other(self, policy: str | None, placement: str | None) -> RunSpec:
         """The server's run with another policy or placement, which takes the server's options it declares."""
@@ -142,5 +175,6 @@ def not_started(start: float | None, finish: float | None, now: float) -> tuple[
 def _fork(snap: Snapshot) -> Snapshot:
     """An independent copy of a snapshot (a prediction mutates its table and policy)."""
     s = snap.scheduler
-    memo: dict[int, Any] = {id(s.model): s.model, id(s.cluster): s.cluster}
+    memo: dict[int, Any] = {id(s.model): s.model, id(s.cluster): s.cluster,
+                            id(snap.table.specs): snap.table.specs}  # frozen, never changed: shared
     return copy.deepcopy(snap, memo)

@@ -32,9 +32,10 @@ from tesserae.core.jobs import Controls, JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
 from tesserae.runtime.controller import lifecycle
+from tesserae.runtime.controller.job_rows import JobRows
 from tesserae.runtime.controller.runs import Live, RunBook
 from tesserae.runtime.executor.protocol import Executor
-from tesserae.runtime.store import allocations, jobs
+from tesserae.runtime.store import allocations
 from tesserae.runtime.store.database import ACTIVE_STATES, FINAL_STATES, Store
 from tesserae.scheduler import Scheduler
 from tesserae.scheduler_learned import LearnedScheduler
@@ -62,36 +63,41 @@ class RuntimeTable(JobTable):
         self.type_idx = np.fromiter((index[s.job_type] for s in self.specs), dtype=np.int64, count=self.n)
 
 
+def fill_row(table: JobTable, i: int, r: Any, live: Live | None, now: float, epoch: float) -> None:
+    """Row ``i``'s service, progress, times and status from its stored row ``r`` (and its open run)."""
+    attained, executed = float(r["attained"]), float(r["executed"])
+    if live is not None:
+        held = max(0.0, now - live.start_time)
+        attained += int(r["num_gpus"]) * held
+        executed += held
+    table.attained[i], table.executed[i] = attained, executed
+    table.progress[i] = float(r["progress"])
+    table.preemptions[i], table.migrations[i] = int(r["preemptions"]), int(r["migrations"])
+    for col, key in ((table.first_start, "first_start"), (table.finish, "finish_time"),
+                     (table.last_start, "last_start")):
+        col[i] = math.nan if r[key] is None else float(r[key]) - epoch
+    table.last_stop[i] = table.submit[i] if r["last_stop"] is None else float(r["last_stop"]) - epoch
+    table.status[i] = (JobStatus.DONE if r["state"] in FINAL_STATES else JobStatus.RUNNING if live is not None
+                       else JobStatus.QUEUED)
+
+
+def is_active(r: Any, live: Live | None) -> bool:
+    """Whether the job may be in a decision: running (an open run), or waiting and not being cancelled."""
+    state = r["state"]
+    if state in FINAL_STATES:
+        return False
+    return live is not None or (state in ACTIVE_STATES and not r["cancel_requested"] and state != "running")
+
+
 def fill_rows(table: JobTable, rows: list[Any], running: dict[int, Live], now: float, epoch: float) -> list[int]:
     """Each job's service, progress, times and status from its stored row (and its open run); the
     active rows (queued or running, not being cancelled)."""
     active = []
     for i, r in enumerate(rows):
-        state = r["state"]
-        attained, executed = float(r["attained"]), float(r["executed"])
         live = running.get(int(r["id"]))
-        if live is not None:
-            held = max(0.0, now - live.start_time)
-            attained += int(r["num_gpus"]) * held
-            executed += held
-        table.attained[i], table.executed[i] = attained, executed
-        table.progress[i] = float(r["progress"])
-        table.preemptions[i], table.migrations[i] = int(r["preemptions"]), int(r["migrations"])
-        for col, key in ((table.first_start, "first_start"), (table.finish, "finish_time"),
-                         (table.last_start, "last_start")):
-            if r[key] is not None:
-                col[i] = float(r[key]) - epoch
-        if r["last_stop"] is not None:
-            table.last_stop[i] = float(r["last_stop"]) - epoch
-        if state in FINAL_STATES:
-            table.status[i] = JobStatus.DONE
-        elif live is not None:
-            table.status[i] = JobStatus.RUNNING
+        fill_row(table, i, r, live, now, epoch)
+        if is_active(r, live):
             active.append(i)
-        else:
-            table.status[i] = JobStatus.QUEUED
-            if state in ACTIVE_STATES and not r["cancel_requested"] and state != "running":
-                active.append(i)
     return active
 
 
@@ -126,35 +132,97 @@ class Rounds:
         self.tenancy: RuntimeQueues | None = None
         #: Predicted starts (``prediction.Predictor``): handed the state after every decision.
         self.predictor: Predictor | None = None
-        self._declared: list[str] = []
+        #: Every job's row, read again only where it changed (``job_rows``).
+        self.job_rows = JobRows(store)
+        self._known_types = set(self.types)
+        #: The table's columns and specs as the last decision filled them (before the scheduler used them),
+        #: and the rows that had an open run then.
+        self._filled: dict[str, np.ndarray] | None = None
+        self._filled_specs: list[JobSpec] = []
+        self._live_rows: set[int] = set()
 
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
-        """JobTable of every job ever submitted (row = id order), the active rows, the current plan."""
-        rows = jobs.every_job(self.store)
-        if lifecycle.cancel_unsatisfiable(self.store, rows, now):
-            rows = jobs.every_job(self.store)
-        e = self.epoch
-        known = set(self.types)
-        specs = [JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]),
-                         str(r["job_type"]) if r["job_type"] in known else "generic",
-                         float(r["iterations"] or r["total_reported"] or UNKNOWN_WORK), None, str(r["user"]),
-                         1.0, str(r["name"]), queue=str(r["queue"]), priority_class=str(r["priority_class"]),
-                         gpu_type=r["gpu_type"], controls=_limit(r)) for r in rows]
-        table = self.table_for(specs)
-        self._declared = [str(r["job_type"]) for r in rows]  # row -> its --type (learned: a hint for its prior)
-        row_of = {int(r["id"]): i for i, r in enumerate(rows)}
+        """JobTable of every job ever submitted (row = id order), the active rows, the current plan.
+
+        Only the rows that changed since the last decision are read and filled again (``job_rows``);
+        the others keep what the last decision filled in."""
+        changed = self.job_rows.refresh()
+        book = self.job_rows
+        if lifecycle.cancel_unsatisfiable(self.store, book.open_rows(), book.states, now):
+            changed = sorted(set(changed) | set(book.refresh()))
+        rows = book.rows
         running = self.runs.running()
-        active = fill_rows(table, rows, running, now, e)
-        states = {int(r["id"]): str(r["state"]) for r in rows}
-        self.retry_due = min((float(r["retry_at"]) for r in rows if r["state"] in ACTIVE_STATES
+        live_rows = {book.row_of[j] for j in running if j in book.row_of}
+        table = self._update_table(rows, sorted(set(changed) | live_rows | self._live_rows), running, now)
+        self._live_rows = live_rows
+        opened = book.open_rows()
+        self.retry_due = min((float(r["retry_at"]) for r in opened if r["state"] in ACTIVE_STATES
                               and r["retry_at"] is not None and float(r["retry_at"]) > now), default=math.inf)
-        active = [i for i in active if int(rows[i]["id"]) in running
-                  or lifecycle.blocked(rows[i], states, now) is None]  # held, dependencies, retry backoff
+        active = [book.row_of[int(r["id"])] for r in opened if is_active(r, live := running.get(int(r["id"])))
+                  and (live is not None or lifecycle.blocked(r, book.states, now) is None)]  # held, deps, backoff
+        row_of = book.row_of
         previous = {row_of[live.job_id]: Assignment(row_of[live.job_id], live.gpus,
                                                     row_of.get(live.partner) if live.partner is not None
                                                     else None, live.strategy)
                     for live in running.values() if live.job_id in row_of}
         return table, np.asarray(active, dtype=np.int64), previous
+
+    def _spec(self, r: Any) -> JobSpec:
+        e, known = self.epoch, self._known_types
+        return JobSpec(int(r["id"]), float(r["submit_time"]) - e, int(r["num_gpus"]),
+                       str(r["job_type"]) if r["job_type"] in known else "generic",
+                       float(r["iterations"] or r["total_reported"] or UNKNOWN_WORK), None, str(r["user"]),
+                       1.0, str(r["name"]), queue=str(r["queue"]), priority_class=str(r["priority_class"]),
+                       gpu_type=r["gpu_type"], controls=_limit(r))
+
+    def _update_table(self, rows: list[Any], refill: list[int], running: dict[int, Live], now: float) -> JobTable:
+        """The table with the rows ``refill`` (and every new one) made again from their stored rows; the
+        others as the last decision filled them (its own changes to the table undone)."""
+        if self.table is None or self._filled is None:
+            table = self.table_for([self._spec(r) for r in rows])
+            for i, r in enumerate(rows):
+                fill_row(table, i, r, running.get(int(r["id"])), now, self.epoch)
+        else:
+            table = self.table
+            old_n = len(self._filled_specs)
+            for name, saved in self._filled.items():  # undo what the last decision did to the table
+                setattr(table, name, saved.copy())
+            table.specs, table.n = list(self._filled_specs), old_n
+            table.gpu_type_req = [s.gpu_type for s in table.specs]
+            redo = [i for i in refill if i < old_n]
+            if redo:  # static columns of rows whose spec may have changed (work reported, queue)
+                self._put(table, redo, [self._spec(rows[i]) for i in redo])
+            if len(rows) > old_n:  # new jobs: the table grows in place (its identity is what policies key on)
+                self._put(table, list(range(old_n, len(rows))), [self._spec(r) for r in rows[old_n:]])
+            for i in sorted(set(refill) | set(range(old_n, len(rows)))):
+                fill_row(table, i, rows[i], running.get(int(rows[i]["id"])), now, self.epoch)
+        self._filled = {name: value.copy() for name, value in vars(table).items() if isinstance(value, np.ndarray)}
+        self._filled_specs = list(table.specs)
+        return table
+
+    def _put(self, table: JobTable, at: list[int], specs: list[JobSpec]) -> None:
+        """Write the columns of ``specs`` (a blank row each, as a new table has it) at rows ``at``."""
+        part = RuntimeTable(specs, list(self.types))
+        part.set_reference_rates(self.profile)
+        n = max(table.n, at[-1] + 1)
+        for name, value in vars(part).items():
+            if not isinstance(value, np.ndarray):
+                continue
+            column = getattr(table, name)
+            if column.shape[0] < n:
+                grown = np.empty((n, *column.shape[1:]), dtype=column.dtype)
+                grown[:column.shape[0]] = column
+                column = grown
+                setattr(table, name, column)
+            column[at] = value
+        for i, spec in zip(at, specs, strict=True):
+            if i < len(table.specs):
+                table.specs[i] = spec
+                table.gpu_type_req[i] = spec.gpu_type
+            else:
+                table.specs.append(spec)
+                table.gpu_type_req.append(spec.gpu_type)
+        table.n = len(table.specs)
 
     def table_for(self, specs: list[JobSpec]) -> JobTable:
         """The one table of this controller, grown in place when jobs arrive.
@@ -211,7 +279,8 @@ class Rounds:
         """The decision on learned rates (under the estimator's lock: see module docstring)."""
         learning, sched = self.learning, self.scheduler
         assert learning is not None and isinstance(sched, LearnedScheduler)
-        learning.register((int(table.job_id[r]), int(table.num_gpus[r]), self._declared[r]) for r in active.tolist())
+        learning.register((int(table.job_id[r]), int(table.num_gpus[r]), str(self.job_rows.rows[r]["job_type"]))
+                          for r in active.tolist())  # its --type: a hint for its prior
         learning.before_decision(now)
         c0 = time.perf_counter()
         plan = sched.decide(rel, table, active, previous)

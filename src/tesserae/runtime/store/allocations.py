@@ -141,6 +141,17 @@ def unended_by_job(store: Store) -> dict[int, Row]:
     return {int(a["job_id"]): a for a in unended(store)}
 
 
+def unended_of(store: Store, job_ids: list[int]) -> dict[int, Row]:
+    """The run not recorded as ended of each of ``job_ids`` that has one, by job id (``allocations_open``)."""
+    out: dict[int, Row] = {}
+    for at in range(0, len(job_ids), 500):
+        chunk = job_ids[at:at + 500]
+        for a in store.query(f"SELECT * FROM allocations WHERE job_id IN ({','.join('?' * len(chunk))}) "
+                             "AND phase != 'ended' ORDER BY id", chunk):
+            out[int(a["job_id"])] = a
+    return out
+
+
 def current(store: Store, job_id: int) -> Row | None:
     """The job's run that has not ended, if any."""
     return store.one("SELECT * FROM allocations WHERE job_id=? AND phase != 'ended' ORDER BY id DESC LIMIT 1",

@@ -154,9 +154,25 @@ _MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
         ("gpu_type", "TEXT"), ("cpus", "REAL"), ("memory_mb", "INTEGER")),
     4: (("output", "TEXT"), ("error", "TEXT")),
 }
+#: Indexes made at every open when missing: so a store written by an older version gets them too (the
+#: migration is ``CREATE INDEX IF NOT EXISTS``: no version bump, nothing to undo). The hot paths read
+#: through them, never the whole table (issue 27, point 6): one user's jobs in one state, newest first
+#: (``jobs_user_state``: the id is the rowid every index ends with); an array's tasks; a job's open run
+#: (``allocations_open``: the few unended runs among every run ever made).
 _INDEXES = """
 CREATE INDEX IF NOT EXISTS jobs_finish ON jobs(finish_time);
 CREATE UNIQUE INDEX IF NOT EXISTS jobs_idempotency ON jobs(user, idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX IF NOT EXISTS jobs_user_state ON jobs(user, state);
+CREATE INDEX IF NOT EXISTS jobs_array ON jobs(array_job) WHERE array_job IS NOT NULL;
+CREATE INDEX IF NOT EXISTS allocations_open ON allocations(job_id) WHERE phase != 'ended';
+CREATE TABLE IF NOT EXISTS job_changes (seq INTEGER PRIMARY KEY AUTOINCREMENT, job_id INTEGER NOT NULL);
+"""
+#: Which jobs changed (``job_changes``): the controller re-reads only those at a decision, not every job
+#: (``controller.job_rows``). A running job's own updates (progress, a cancellation asked for) are not
+#: logged: the controller re-reads every running job anyway. Made at every open when missing.
+_CHANGE_LOG = """
+CREATE TRIGGER IF NOT EXISTS jobs_changed AFTER UPDATE ON jobs WHEN OLD.state != 'running' OR NEW.state != 'running'
+BEGIN INSERT INTO job_changes (job_id) VALUES (NEW.id); END
 """
 
 
@@ -232,7 +248,9 @@ class Store:
         elif int(row[0]) != SCHEMA_VERSION:
             raise InputError(f"{self.path} has schema version {row[0]}; this Tesserae reads version "
                              f"{SCHEMA_VERSION}")
+        self._run_script(_SCHEMA)  # every table and index a store of an older version lacks (all IF NOT EXISTS)
         self._run_script(_INDEXES)
+        self._conn.execute(_CHANGE_LOG)  # one statement: its body holds a ';'
         if self._conn.execute("SELECT 1 FROM meta WHERE key='store_id'").fetchone() is None:
             self._conn.execute("INSERT INTO meta VALUES ('store_id', ?)", (self._new_id or new_store_id(),))
 

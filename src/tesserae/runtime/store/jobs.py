@@ -49,13 +49,61 @@ def events(store: Store, job_id: int) -> list[Row]:
 
 # ---------------------------------------------------------------------- lists
 def listing(store: Store, *, user: str | None, state: str | None, since: float | None, until: float | None,
-            limit: int) -> list[Row]:
+            limit: int, before: int | None = None) -> list[Row]:
     """The most recent ``limit`` jobs, newest first: ``user``'s only when given, in ``state`` when given,
-    whose life overlaps ``[since, until]`` (``accounting.window_filter``)."""
-    where = [(column, value) for column, value in (("user", user), ("state", state)) if value is not None]
+    whose life overlaps ``[since, until]`` (``accounting.window_filter``), with an id below ``before``
+    when given (the next page: ``before`` is the last page's oldest id). Indexed: the newest rows of
+    ``jobs_user_state``, ``jobs_user`` or ``jobs_state``, or the id's own order, never the whole table."""
+    where = [(test, value) for test, value in (("user=?", user), ("state=?", state), ("id<?", before))
+             if value is not None]
     window, window_params = window_filter(since, until)
-    sql = "SELECT * FROM jobs WHERE 1=1" + "".join(f" AND {column}=?" for column, _ in where) + window
+    sql = "SELECT * FROM jobs WHERE 1=1" + "".join(f" AND {test}" for test, _ in where) + window
     return store.query(sql + " ORDER BY id DESC LIMIT ?", (*(value for _, value in where), *window_params, limit))
+
+
+def states_of(store: Store, ids: Sequence[int]) -> dict[int, str]:
+    """The state of each of the jobs ``ids`` that exists, by id (chunked: SQLite bounds a statement's
+    parameters)."""
+    out: dict[int, str] = {}
+    unique = sorted(set(ids))
+    for at in range(0, len(unique), 500):
+        chunk = unique[at:at + 500]
+        out.update((int(r["id"]), str(r["state"])) for r in store.query(
+            f"SELECT id, state FROM jobs WHERE id IN ({','.join('?' * len(chunk))})", chunk))
+    return out
+
+
+def change_mark(store: Store) -> int:
+    """The position of the latest entry of the change log (``job_changes``; 0 when empty)."""
+    row = store.one("SELECT MAX(seq) FROM job_changes")
+    return int(row[0]) if row is not None and row[0] is not None else 0
+
+
+def changed_since(store: Store, mark: int) -> tuple[int, list[int]]:
+    """The change log's position now and the ids of the jobs updated after ``mark`` (a running job's own
+    updates excepted: ``database._CHANGE_LOG``)."""
+    rows = store.query("SELECT seq, job_id FROM job_changes WHERE seq > ? ORDER BY seq", (mark,))
+    return (int(rows[-1]["seq"]) if rows else mark), sorted({int(r["job_id"]) for r in rows})
+
+
+def forget_changes(store: Store, mark: int) -> None:
+    """Drop the change log's entries up to ``mark`` (read by the controller, the log's only reader)."""
+    store.execute("DELETE FROM job_changes WHERE seq <= ?", (mark,))
+
+
+def rows_of(store: Store, ids: Sequence[int]) -> list[Row]:
+    """The rows of the jobs ``ids`` that exist, in id order."""
+    out: list[Row] = []
+    unique = sorted(set(ids))
+    for at in range(0, len(unique), 500):
+        chunk = unique[at:at + 500]
+        out.extend(store.query(f"SELECT * FROM jobs WHERE id IN ({','.join('?' * len(chunk))}) ORDER BY id", chunk))
+    return out
+
+
+def after_id(store: Store, last: int) -> list[Row]:
+    """The jobs with an id above ``last``, in id order (the ones submitted since)."""
+    return store.query("SELECT * FROM jobs WHERE id > ? ORDER BY id", (last,))
 
 
 def every_job(store: Store) -> list[Row]:
@@ -68,9 +116,24 @@ def states(store: Store) -> dict[int, str]:
     return {int(r["id"]): str(r["state"]) for r in store.query("SELECT id, state FROM jobs")}
 
 
-def waiting(store: Store) -> list[Row]:
-    """The jobs waiting to run (queued or preempted, not being cancelled), in id order."""
-    return store.query(f"SELECT * FROM jobs WHERE {_WAITING} ORDER BY id", RUNNABLE_STATES)
+#: The columns of a waiting job that its place in the queue and the queue's views need (``waiting``).
+_WAITING_COLUMNS = ("id, user, name, state, num_gpus, submit_time, last_stop, attained, executed, preemptions, "
+                    "queue, held, after, retry_at, retries, retries_used, gpu_type, cancel_requested")
+
+
+def waiting(store: Store, chunk: int = 2000) -> list[Row]:
+    """The jobs waiting to run (queued or preempted, not being cancelled), in id order: the columns of
+    ``_WAITING_COLUMNS`` only, read ``chunk`` rows at a time (``jobs_state``), so that 30,000 of them
+    never hold the store for the other requests' reads at once."""
+    out: list[Row] = []
+    last = 0
+    while True:
+        part = store.query(f"SELECT {_WAITING_COLUMNS} FROM jobs WHERE {_WAITING} AND id > ? ORDER BY id LIMIT ?",
+                           (*RUNNABLE_STATES, last, chunk))
+        out.extend(part)
+        if len(part) < chunk:
+            return out
+        last = int(part[-1]["id"])
 
 
 def active_queues(store: Store, *, cancelling: bool = True) -> list[tuple[int, str, str]]:
@@ -80,6 +143,16 @@ def active_queues(store: Store, *, cancelling: bool = True) -> list[tuple[int, s
     if not cancelling:
         sql += " AND cancel_requested=0"
     return [(int(r["id"]), str(r["queue"]), str(r["user"])) for r in store.query(sql, ACTIVE_STATES)]
+
+
+def count_in(store: Store, in_states: Sequence[str], user: str | None = None) -> int:
+    """How many jobs are in one of ``in_states``: ``user``'s, or everyone's (``jobs_user_state``, ``jobs_state``)."""
+    marks = ",".join("?" * len(in_states))
+    if user is None:
+        row = store.one(f"SELECT COUNT(*) FROM jobs WHERE state IN ({marks})", tuple(in_states))
+    else:
+        row = store.one(f"SELECT COUNT(*) FROM jobs WHERE user=? AND state IN ({marks})", (user, *in_states))
+    return int(row[0]) if row is not None else 0
 
 
 def briefs(store: Store, ids: Sequence[int]) -> dict[int, Row]:

@@ -12,18 +12,22 @@
   }
 
   function poll(el, every) {
-    var url = el.getAttribute("data-live");
+    var url = el.getAttribute("data-live"), etag = null;
     function tick() {
       if (document.visibilityState === "hidden") { setTimeout(tick, every); return; }
-      fetch(url, {headers: {"X-Tesserae-Live": "1"}, credentials: "same-origin", cache: "no-store"})
+      var headers = {"X-Tesserae-Live": "1"};
+      if (etag) headers["If-None-Match"] = etag;  // a page with an ETag answers 304 while unchanged
+      fetch(url, {headers: headers, credentials: "same-origin", cache: "no-store"})
         .then(function (r) {
           if (r.status === 401) { toLogin(); throw new Error("logged out"); }
+          if (r.status === 304) return null;
           if (!r.ok) throw new Error("HTTP " + r.status);
+          etag = r.headers.get("ETag");
           return r.text();
         })
         .then(function (html) {
           var focused = document.activeElement && el.contains(document.activeElement);
-          if (!focused) el.innerHTML = html;  // server-rendered and escaped
+          if (html !== null && !focused) el.innerHTML = html;  // server-rendered and escaped
           say("updated " + window.TesseraeCharts.clock(Date.now() / 1000));
           setTimeout(tick, every);
         })
