@@ -5,6 +5,9 @@ Each is on by default and exists for speed only; switched off, the placement tak
 finish time). They are fixed when the placement is built (``TesseraePlacement(shortcuts=...)``) and
 handed down to each decision's placer and each GPU type's layout, so that a test can switch one off
 for one placement without touching any other.
+
+Skipping a decision whose inputs repeat the last one's is the scheduler's shortcut, not one of
+these: the placement allows it by being ``Replayable`` (``placement.base``).
 """
 
 from __future__ import annotations
@@ -16,14 +19,13 @@ from dataclasses import dataclass
 class Shortcuts:
     """Which of the placement's shortcuts are taken (all of them by default)."""
 
-    #: Skip a decision whose inputs (order, advice, previous assignments) are the last one's and
-    #: repeat its assignments and statistics (the scheduler asks ``replays_unchanged``).
-    replay_unchanged: bool = True
-    #: Admit the leading run of jobs that ran last round in one step, where each ran (``keep_running``).
+    #: Admit the leading run of jobs that ran last round in one step, where each ran (``keep_running``;
+    #: off, it admits none of them and the allocator offers them one by one).
     keep_running_in_bulk: bool = True
     #: On a cluster of one GPU type: admission is a capacity check and nobody's GPU type is looked up.
     one_type: bool = True
-    #: On a cluster of one GPU type: the allocator's whole walk is admitted in one step (``admit_in_order``).
+    #: On a cluster of one GPU type: the allocator's whole walk is admitted in one step (the placer is a
+    #: ``OneTypeTesseraePlacer``, a ``BulkAdmitter``).
     admit_in_bulk: bool = True
     #: A job kept on its GPUs with its partner and strategy keeps its Assignment object as it is.
     reuse_kept: bool = True
