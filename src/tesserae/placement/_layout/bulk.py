@@ -14,9 +14,10 @@ import numpy as np
 from tesserae.placement._layout.pool import BinPool
 
 
-def applies(uniform: bool, total: int, node_size: int) -> bool:
-    """Whether a unit of ``total`` GPUs may start a bulk step (nodes of one size ``node_size``)."""
-    return uniform and 2 * total > node_size and total <= node_size
+def unit_sizes(uniform: bool, node_size: int) -> tuple[int, int]:
+    """(smallest, largest) GPU count of a unit that may start a bulk step: over half a node, at most
+    a node, on a type whose nodes all have ``node_size`` GPUs; an empty range otherwise."""
+    return (node_size // 2 + 1, node_size) if uniform else (1, 0)
 
 
 def onto_empty_nodes(pool: BinPool, total: int, run_left: int) -> list[int]:

@@ -70,12 +70,12 @@ def pack_units(pool: BinPool, units: Units, uniform: bool, bound: MoveBound, sto
     left_units: list[int] = []
     # Where each run of units of one size ends (units come largest first).
     run_ends = [*(np.flatnonzero(np.diff(totals)) + 1).tolist(), len(totals)]
-    gmax = pool.gmax
+    bulk_min, bulk_max = bulk.unit_sizes(uniform, pool.gmax)
     add = bound.add
     i = 0
     while i < len(totals):
         total, m, src = totals[i], counts[i], srcs[i]
-        if bulk.applies(uniform, total, gmax):
+        if bulk_min <= total <= bulk_max:
             end = run_ends[bisect.bisect_right(run_ends, i)]
             taken = bulk.onto_empty_nodes(pool, total, end - i)
             if taken:
