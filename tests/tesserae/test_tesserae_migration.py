@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tess_support import decide, nodes_of, spec
 
+from support.specs import decide, nodes_of, spec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.placement._layout import TypePlacer
 from tesserae.placement._layout.anchored import anchored_layout

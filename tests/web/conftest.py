@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -14,9 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-
-from rt_helpers import Server, kill_jobs, start_server
+from support.server import Server, running_server
 
 REPO = Path(__file__).resolve().parents[2]
 #: Screenshots of every browser test (look at them); README's come from here.
@@ -72,10 +69,8 @@ def page_of(browser: Any) -> Iterator[Callable[[], Any]]:
 def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A FIFO server with 4 virtual GPUs, one-second rounds."""
     state = tmp_path_factory.mktemp("web") / "state"
-    s = start_server(state, gpus=4, policy="fifo", round_seconds=1.0, grace=1.0)
-    yield s
-    s.stop()
-    kill_jobs(state)
+    with running_server(state, gpus=4, policy="fifo", round_seconds=1.0, grace=1.0) as s:
+        yield s
 
 
 def shot(page: Any, name: str) -> Path:
