@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import REPO, login, shot
-from support.server import PY, Server, toy, wait_for
+from support.server import PY, REPO, Server, toy, wait_for
+from support.web import login, shot
 
 expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
                              ).expect

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import form_login
 from support.server import Server, kill_jobs, running_server, start_server, toy
+from support.web import form_login
 from tesserae.web.login_limits import CLIENT_BURST, CLIENT_EVERY, USER_BURST, USER_EVERY
 
 

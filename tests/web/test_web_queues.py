@@ -8,8 +8,8 @@ from pathlib import Path
 
 import httpx
 
-from conftest import form_login
 from support.server import kill_jobs, start_server, toy, wait_for
+from support.web import form_login
 
 CONFIG = """\
 queues:

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-from support.server import PY
+from support.server import PY, REPO
 from tesserae.core.errors import InputError
 from tesserae.runtime.api.cluster import usage_series
 from tesserae.web.cluster_pages import grid, queue_rows, running_jobs
