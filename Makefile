@@ -1,4 +1,4 @@
-# Two commands: `make demo` and `make test`. Both build .venv from pyproject.toml first:
+# Two commands: `make demo` and `make test` (`make test-fast`: the unit tests alone). Both build .venv from pyproject.toml first:
 # `make demo` the simulator alone (`pip install -e .`), `make test` the dev environment.
 PY ?= python3
 VENV := .venv
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # The simulator alone: what the demo needs (a subset of the dev environment, which serves it too).
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: demo test lint bench clean reproduce-check
+.PHONY: demo test test-fast lint bench clean reproduce-check
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,10 @@ demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/python -m pytest -n 2 --dist loadgroup -rs tests
+
+# The inner loop: unit tests only (no server, Ray or browser; not the slow ones), a couple of minutes.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -m "unit and not slow" tests
 
 # The fidelity and placement reports' figures, regenerated from committed inputs (issue 29): each
 # script runs our side of every recorded case again and fails on any difference in a figure that

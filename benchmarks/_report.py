@@ -10,9 +10,12 @@ import datetime as dt
 import os
 import platform
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+# The test-support package (tests/support/: the harnesses a benchmark shares with the tests) imports as ``support``.
+sys.path.insert(0, str(ROOT / "tests"))
 BENCHMARKS_MD = ROOT / "BENCHMARKS.md"
 SHARED_DATA = ROOT.parent / "shared" / "data"
 HEADER = """# Benchmarks

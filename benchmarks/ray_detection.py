@@ -2,7 +2,7 @@
 
     sudo .venv/bin/python benchmarks/ray_detection.py [--reps 5] [--leases 3,30] [--long-reps 2] [--no-gcs-partition]
 
-Two hosts made of Linux network namespaces (``ray_hosts``: a veth pair, own PID/mount/UTS namespaces, a
+Two hosts made of Linux network namespaces (``support.two_hosts``: a veth pair, own PID/mount/UTS namespaces, a
 shared folder), Ray started on them with ``docs/ray.md``'s commands (token authentication), and a server on
 host A with 2 s rounds, a 2 s grace period and ``--ray-lease L`` for each L of ``--leases`` (the
 partitions at each lease, the raylet cases at the first). In each repetition a toy job
@@ -38,8 +38,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import ray_hosts
 from _report import machine, today, update_section
+from support import two_hosts
 
 #: A driver on host A that prints a line per change of a node's liveness in the GCS.
 _GCS_WATCH = r"""
@@ -61,10 +61,10 @@ while True:
 class GcsWatch:
     """The GCS's view of the nodes' liveness, from a driver on host A (its output: JSON lines in a file)."""
 
-    def __init__(self, hosts: ray_hosts.Hosts, log: Path) -> None:
+    def __init__(self, hosts: two_hosts.Hosts, log: Path) -> None:
         self.log = log
         self.proc = hosts.popen("a", [sys.executable, "-c", _GCS_WATCH], env={"RAY_AUTH_MODE": "token"}, log=log)
-        ray_hosts.wait_until(lambda: any("ready" in r for r in self._records()), 120, "the GCS watcher to connect")
+        two_hosts.wait_until(lambda: any("ready" in r for r in self._records()), 120, "the GCS watcher to connect")
 
     def _records(self) -> list[dict[str, object]]:
         out = []
@@ -89,7 +89,7 @@ class GcsWatch:
 class ProcWatch:
     """Samples ``/proc`` every 10 ms: when a toy trainer process of job ``job`` was on each host."""
 
-    def __init__(self, hosts: ray_hosts.Hosts, job: int) -> None:
+    def __init__(self, hosts: two_hosts.Hosts, job: int) -> None:
         self.hosts, self.needle = hosts, f"TESSERAE_JOB_ID={job}".encode()
         self.seen: dict[str, list[float]] = {"a": [], "b": []}
         self._stop = threading.Event()
@@ -137,20 +137,20 @@ class Sample:
     twice: bool
 
 
-def one(hosts: ray_hosts.Hosts, token: str, api: ray_hosts.ServerClient, state: Path, gcs: GcsWatch, scenario: str,
+def one(hosts: two_hosts.Hosts, token: str, api: two_hosts.ServerClient, state: Path, gcs: GcsWatch, scenario: str,
         hold_for_gcs: bool = False) -> Sample:
     """One repetition of ``scenario`` on a fresh job on host B; host B is back in the view afterwards."""
-    ray_hosts.with_host_b(hosts, token, api)
-    job = ray_hosts.job_on_b(api, ray_hosts.toy(100000, 0.02, "--checkpoint-every", "20"))
+    two_hosts.with_host_b(hosts, token, api)
+    job = two_hosts.job_on_b(api, two_hosts.toy(100000, 0.02, "--checkpoint-every", "20"))
     watch = ProcWatch(hosts, job)
     time.sleep(0.5)
     t0 = time.time()
     if scenario == "partition":
         hosts.link("b", False)
         try:
-            lost, resumed = ray_hosts.requeued(api, job, t0, 300)
+            lost, resumed = two_hosts.requeued(api, job, t0, 300)
             if hold_for_gcs:
-                ray_hosts.wait_until(lambda: gcs.dead_after("10.200.0.2", t0), 300, "the GCS to declare B dead", 0.5)
+                two_hosts.wait_until(lambda: gcs.dead_after("10.200.0.2", t0), 300, "the GCS to declare B dead", 0.5)
             else:
                 time.sleep(1.0)
         finally:
@@ -158,23 +158,23 @@ def one(hosts: ray_hosts.Hosts, token: str, api: ray_hosts.ServerClient, state: 
     elif scenario == "raylet crash":
         if not hosts.kill("b", "raylet"):
             raise RuntimeError("no raylet on host B")
-        lost, resumed = ray_hosts.requeued(api, job, t0, 300)
+        lost, resumed = two_hosts.requeued(api, job, t0, 300)
     else:
         if not hosts.kill("b", "raylet", signal.SIGTERM):
             raise RuntimeError("no raylet on host B")
-        lost, resumed = ray_hosts.requeued(api, job, t0, 300)
+        lost, resumed = two_hosts.requeued(api, job, t0, 300)
     if scenario != "partition" or hold_for_gcs:
         # The GCS's own verdict, the baseline (a crash: its health checks; a clean stop: the raylet says so).
         with contextlib.suppress(AssertionError):
-            ray_hosts.wait_until(lambda: gcs.dead_after("10.200.0.2", t0), 120, "the GCS to declare B dead", 0.2)
+            two_hosts.wait_until(lambda: gcs.dead_after("10.200.0.2", t0), 120, "the GCS to declare B dead", 0.2)
     time.sleep(1.0)
     watch.stop()
     b_last, a_first = watch.last("b"), watch.first("a", t0)
     twice = (state / "jobs" / str(job) / "checkpoints" / "overlap.log").exists()
     api.request("POST", f"/v1/jobs/{job}/cancel")
-    ray_hosts.wait_until(lambda: api.job(job)["state"] == "cancelled", 120, "the job to stop")
+    two_hosts.wait_until(lambda: api.job(job)["state"] == "cancelled", 120, "the job to stop")
     if scenario != "partition" or hold_for_gcs:
-        ray_hosts.restart_worker(hosts, token)
+        two_hosts.restart_worker(hosts, token)
     dead = gcs.dead_after("10.200.0.2", t0)
     return Sample(scenario, lost, resumed, None if b_last is None else b_last - t0,
                   None if a_first is None else a_first - t0,
@@ -254,14 +254,14 @@ def main() -> int:
         leases = [float(x) for x in args.leases.split(",")]
     except ValueError:
         parser.error(f"--leases: '{args.leases}' is not a list of seconds")
-    why = ray_hosts.usable()
+    why = two_hosts.usable()
     if why is not None:
         print(f"ray_detection: {why}", file=sys.stderr)
         return 2
     start = time.monotonic()
     samples: list[Sample] = []
-    with tempfile.TemporaryDirectory(prefix="tsr18-bench-") as tmp, ray_hosts.Hosts(Path(tmp) / "shared") as hosts:
-        token = ray_hosts.start_cluster(hosts)
+    with tempfile.TemporaryDirectory(prefix="tsr18-bench-") as tmp, two_hosts.Hosts(Path(tmp) / "shared") as hosts:
+        token = two_hosts.start_cluster(hosts)
         gcs = GcsWatch(hosts, Path(tmp) / "gcs.jsonl")
         try:
             for k, lease in enumerate(leases):
@@ -279,14 +279,14 @@ def main() -> int:
     return 1 if any(s.overlap > 0 or s.twice for s in samples) else 0
 
 
-def run_plan(hosts: ray_hosts.Hosts, token: str, gcs: GcsWatch, lease: float,
+def run_plan(hosts: two_hosts.Hosts, token: str, gcs: GcsWatch, lease: float,
              plan: list[tuple[str, bool]]) -> list[Sample]:
     """The scenarios of ``plan`` against a server with ``--ray-lease lease``."""
-    state = ray_hosts.start_fast_server(hosts, f"bench-lease-{lease:g}", lease=lease)
+    state = two_hosts.start_fast_server(hosts, f"bench-lease-{lease:g}", lease=lease)
     out = []
     try:
         with hosts.network_of("a") as call:
-            api = ray_hosts.server_client(hosts, "a", state, call)
+            api = two_hosts.server_client(hosts, "a", state, call)
             for i, (scenario, hold) in enumerate(plan):
                 s = one(hosts, token, api, state, gcs, scenario, hold)
                 s.scenario = (f"partition, held until the GCS gives up (lease {lease:g} s)" if hold
@@ -295,7 +295,7 @@ def run_plan(hosts: ray_hosts.Hosts, token: str, gcs: GcsWatch, lease: float,
                 print(f"[lease {lease:g}: {i + 1}/{len(plan)}] {s}", flush=True)
     finally:
         with contextlib.suppress(Exception):
-            ray_hosts.stop_server(hosts, state)
+            two_hosts.stop_server(hosts, state)
     return out
 
 

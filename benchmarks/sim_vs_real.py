@@ -126,7 +126,7 @@ def run_real(jobs: list[dict[str, Any]], args: argparse.Namespace, workdir: Path
     cluster = None
     where, env = None, None
     if args.executor == "slurm":
-        from slurm_cluster import SlurmCluster
+        from support.slurm_cluster import SlurmCluster
 
         cluster = SlurmCluster(workdir / "slurm", gpus=args.gpus).start()
         where, env = ["--executor", "slurm", "--slurm-partition", "tess"], cluster.env()

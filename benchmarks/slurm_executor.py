@@ -28,19 +28,15 @@ import json
 import os
 import shutil
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from _report import ROOT, machine, today, update_section
-from slurm_cluster import SlurmCluster, usable
-
-sys.path.insert(0, str(ROOT / "tests" / "runtime"))
-
-from rt_helpers import Server, start_server, toy, wait_for  # the runtime tests' server handle
+from _report import machine, today, update_section
+from support.server import Server, start_server, toy, wait_for  # the runtime tests' server handle
+from support.slurm_cluster import SlurmCluster, usable
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "PREEMPTED"}
 

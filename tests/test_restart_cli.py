@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import job
+from support.specs import job
 from tesserae.traces import write_canonical
 
 SMALL = ("--jobs", "30", "--load", "1.5", "--cluster", "2x4", "--seed", "3", "-q")

@@ -9,7 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import CheckingScheduler, job
+from support.plans import CheckingScheduler
+from support.specs import job
 from tesserae.allocator import Allocator
 from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import job
+from support.specs import job
 from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.profiles.default_model import DefaultModel

@@ -6,6 +6,7 @@ import pytest
 
 from tesserae.core.errors import InputError
 from tesserae.profiler.catalogue import CATALOGUE, MODEL_NAMES, SIZES, parse_gpu_counts, parse_models
+from tesserae.profiler.document import profile_document
 from tesserae.profiler.runner import (
     Device,
     JobOutcome,
@@ -15,7 +16,6 @@ from tesserae.profiler.runner import (
     check_config,
     detect_device,
     plan,
-    profile_document,
     resolve_size,
 )
 from tesserae.profiles.tesserae_profile import tesserae_profile_from_document

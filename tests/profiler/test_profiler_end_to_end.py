@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from tesserae.core.jobs import JobSpec
+from tesserae.profiler.pool import WorkerPool
 from tesserae.profiler.runner import (
     Measurement,
     MeasurementRun,
     ProfileConfig,
     ProfilerError,
-    WorkerPool,
     detect_device,
 )
 from tesserae.profiles.loader import load_profile

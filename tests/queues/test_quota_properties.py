@@ -15,24 +15,22 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from support.plans import CheckingScheduler
 from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.queues import PRIORITY_CLASSES, build_tree, parse_config
 from tesserae.profiles.default_model import DefaultModel
-from tesserae.scheduler import Scheduler
 from tesserae.sim.engine import SimConfig, Simulator
 from tesserae.sim.metrics import job_records
 
 
-class Checked(Scheduler):
+class Checked(CheckingScheduler):
+    """The plan checker, and the queues' rules: guarantees, borrowing only when nobody who fits waits."""
+
     def decide(self, now: float, table: JobTable, active: np.ndarray, previous: Mapping[int, Assignment]) -> Plan:
         plan = super().decide(now, table, active, previous)
-        used = [g for a in plan.assignments.values() for g in a.gpus]
-        assert len(used) == len(set(used)) and len(used) <= self.cluster.num_gpus
-        for r, a in plan.assignments.items():
-            assert len(a.gpus) == table.num_gpus[r]
         step = self.queues
         tree = step.tree
         leaf, cls = step.rows(table)

@@ -10,7 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_helpers import FAST_HEALTH, RayCluster, Server, kill_jobs, start_ray_server
+
+from support.ray_cluster import FAST_HEALTH, RayCluster, Server, start_ray_server
+from support.server import servers_started_by
 
 
 @pytest.fixture(scope="session")
@@ -35,18 +37,11 @@ def ray_cluster() -> Iterator[RayCluster]:
 @pytest.fixture
 def ray_servers(ray_cluster: RayCluster) -> Iterator[Callable[..., Server]]:
     """Factory of `tesserae server --executor ray` on the session cluster; all cleaned up afterwards."""
-    started: list[Server] = []
+    def start(state: Path, *extra: str, **kw: Any) -> Server:
+        return start_ray_server(state, ray_cluster.address, *extra, **kw)
 
-    def make(state: Path, *extra: str, **kw: Any) -> Server:
-        s = start_ray_server(state, ray_cluster.address, *extra, **kw)
-        started.append(s)
-        return s
-
-    yield make
-    for s in started:
-        s.stop()
-    for state in {s.state for s in started}:
-        kill_jobs(state)
+    with servers_started_by(start) as make:
+        yield make
     ray_cluster.free_agents()
     while len(ray_cluster.gpu_nodes) < 2:
         ray_cluster.add_gpu_node()

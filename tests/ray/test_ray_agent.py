@@ -8,7 +8,7 @@ import json
 import time
 from pathlib import Path
 
-from ray_helpers import PY, RayCluster, wait_for
+from support.ray_cluster import PY, RayCluster, wait_for
 
 
 def test_agent_starts_a_part_with_the_node_environment_and_exits_when_idle(

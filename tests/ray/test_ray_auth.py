@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from ray_helpers import PY, start_server, wait_for
+
+from support.ray_cluster import PY, start_server, wait_for
 
 RAY = str(Path(sys.executable).with_name("ray"))
 

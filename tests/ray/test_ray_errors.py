@@ -9,7 +9,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ray_helpers import PY
+
+from support.ray_cluster import PY
 
 
 def _server(state: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -13,8 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from ray_helpers import wait_for
-
+from support.ray_cluster import wait_for
 from tesserae.runtime.executor import node_net
 from tesserae.runtime.executor.gpus import Gpu
 from tesserae.runtime.job import env_handoff

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray_helpers import PY, RANK_JOB, REPO, RayCluster, Server, runs_of, toy, toy_value, wait_for
 
+from support.ray_cluster import PY, RANK_JOB, REPO, RayCluster, Server, runs_of, toy, toy_value, wait_for
 from tesserae.runtime.launch import procs
 from tesserae.runtime.store.database import DB_NAME, Store
 

@@ -8,7 +8,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from ray_helpers import PY, RayCluster
+from support.ray_cluster import PY, RayCluster
 
 ARGS = ["compare", "--run", "fifo", "--run", "las:first-fit", "--jobs", "40", "--cluster", "2x4",
         "--seeds", "1,2", "--loads", "0.8,1.6", "--quiet"]

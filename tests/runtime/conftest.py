@@ -4,28 +4,17 @@ and then every job process whose run marker lies in their state folder."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from pathlib import Path
-from typing import Any
 
 import pytest
-from rt_helpers import Server, kill_jobs, start_server
+
+from support.server import Server, kill_jobs, servers_started_by, start_server
 
 
 @pytest.fixture
 def servers() -> Iterator[Callable[..., Server]]:
     """Factory of servers; everything they started is stopped at the end of the test."""
-    started: list[Server] = []
-
-    def make(state: Path, *extra: str, **kw: Any) -> Server:
-        s = start_server(state, *extra, **kw)
-        started.append(s)
-        return s
-
-    yield make
-    for s in started:
-        s.stop()
-    for state in {s.state for s in started}:
-        kill_jobs(state)
+    with servers_started_by(start_server) as make:
+        yield make
 
 
 @pytest.fixture(scope="session")

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, Server
-from test_runtime_cli import one_line_error, run_here
 
+from support.cli import one_line_error, run_here
+from support.server import PY, Server
 from tesserae.core.errors import InputError
 from tesserae.runtime.commands import common
 from tesserae.runtime.commands.job_fields import parse_time

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from rt_helpers import PY, Server, toy, wait_for
+
+from support.server import PY, Server, toy, wait_for
 
 
 @pytest.fixture(scope="session")

@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-from rt_helpers import PY, Server, wait_for
 
+from support.server import PY, Server, wait_for
 from tesserae.runtime.client import Client, ClientConfig
 
 BIG = 2**63

@@ -4,14 +4,9 @@ once, no GPU given twice, no process left behind. The long version is ``benchmar
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from rt_helpers import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-
-from chaos import run_chaos  # the benchmark's driver, shared with this short version
+from support.chaos import run_chaos
 
 
 def test_random_controller_kills_lose_and_duplicate_nothing(tmp_path: Path) -> None:

@@ -3,47 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, STATES, Server, toy
+
+from support.cli import one_line_error, run_here
+from support.server import PY, STATES, Server, toy
 
 CLI = [sys.executable, "-m", "tesserae.cli"]
 
 
 def run(args: list[str], env: dict[str, str], timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], env=env, capture_output=True, text=True, timeout=timeout)
-
-
-def run_here(args: list[str], env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-             capsys: pytest.CaptureFixture[str]) -> subprocess.CompletedProcess[str]:
-    """The same ``main()`` in this process (no interpreter start-up): still real HTTP to a real server."""
-    from tesserae.cli import main
-
-    for key in [k for k in os.environ if k.startswith("TESSERAE_")]:
-        monkeypatch.delenv(key)
-    for key, value in env.items():
-        if key.startswith("TESSERAE_"):
-            monkeypatch.setenv(key, value)
-    monkeypatch.setattr(sys, "argv", ["tesserae", *args])
-    capsys.readouterr()
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    out = capsys.readouterr()
-    code = exit_info.value.code
-    return subprocess.CompletedProcess(args, 0 if code is None else int(code), out.out, out.err)
-
-
-def one_line_error(p: subprocess.CompletedProcess[str]) -> str:
-    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
-    assert "Traceback" not in p.stderr
-    lines = [line for line in p.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, p.stderr
-    assert lines[0].startswith("error: ")
-    return lines[0]
 
 
 def test_submit_watch_and_cancel_with_the_cli(shared_server: Server, monkeypatch: pytest.MonkeyPatch,

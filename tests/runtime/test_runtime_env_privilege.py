@@ -22,9 +22,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, Server, wait_for
 from test_runtime_isolation import job_accounts, needs_root, open_dir  # noqa: F401 (fixtures)
 
+from support.server import PY, Server, wait_for
 from tesserae.runtime.executor.gpus import virtual_gpus
 from tesserae.runtime.executor.protocol import Launch
 from tesserae.runtime.job import env_handoff

@@ -11,7 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, REPO, Server, toy_value
+
+from support.server import PY, REPO, Server, toy_value
 
 EXAMPLES = REPO / "examples"
 # The docstrings say "with the Python that has tesserae installed first on the server's PATH".

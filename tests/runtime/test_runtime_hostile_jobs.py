@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, Server, toy, wait_for
 
+from support.server import PY, Server, toy, wait_for
 from tesserae.runtime.launch import lifetime, procs
 
 # A job that writes its own progress file (any content), reports done, then stays a moment.

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, Server, wait_for
 
+from support.server import PY, Server, wait_for
 from tesserae.core.errors import InputError
 from tesserae.runtime.job import isolation
 from tesserae.runtime.launch import procs

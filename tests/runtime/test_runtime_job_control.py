@@ -8,8 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, Server, wait_for
-from test_runtime_cli import one_line_error, run_here
+
+from support.cli import one_line_error, run_here
+from support.server import PY, Server, wait_for
 
 
 def _sleeper(seconds: float) -> list[str]:

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, REPO, toy, toy_value, wait_for
 
+from support.server import PY, REPO, toy, toy_value, wait_for
 from tesserae.core.errors import InputError
 from tesserae.job import PREEMPTED_EXIT_CODE, RUN_EPOCH, Job, StaleRunError
 from tesserae.runtime.executor.gpus import gpu_type_of, machine_cluster, nvml_gpus, virtual_gpus

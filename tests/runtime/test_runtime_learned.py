@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rt_helpers import Server, toy, wait_for
+
+from support.server import Server, toy, wait_for
 
 pytestmark = pytest.mark.xdist_group("learned")
 

@@ -7,8 +7,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from rt_helpers import PY, Server, runs_of, toy, toy_value, wait_for
-
+from support.server import PY, Server, runs_of, toy, toy_value, wait_for
 from tesserae.runtime.launch import procs
 
 

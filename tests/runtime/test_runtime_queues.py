@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from rt_helpers import Server, toy, wait_for
-from test_runtime_cli import one_line_error, run_here
 
+from support.cli import one_line_error, run_here
+from support.server import Server, toy, wait_for
 from tesserae.runtime.commands import common
 
 CONFIG = """\

@@ -14,8 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rt_helpers import REPO, wait_for
-
+from support.server import REPO, wait_for
 from tesserae.runtime.launch import procs
 
 

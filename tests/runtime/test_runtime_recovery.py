@@ -9,8 +9,7 @@ import signal
 from collections.abc import Callable
 from pathlib import Path
 
-from rt_helpers import Server, runs_of, toy, toy_value, wait_for
-
+from support.server import Server, runs_of, toy, toy_value, wait_for
 from tesserae.runtime.launch import procs
 from tesserae.runtime.store.database import DB_NAME, Store
 

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, Server, wait_for
-from test_runtime_cli import one_line_error, run_here
 
+from support.cli import one_line_error, run_here
+from support.server import PY, Server, wait_for
 from tesserae.core.errors import InputError
 from tesserae.runtime.executor.gpus import virtual_gpus
 from tesserae.runtime.job.resources import limit_cgroup, parse_memory

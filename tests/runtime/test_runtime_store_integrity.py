@@ -13,8 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY, Server
 
+from support.server import PY, Server
 from tesserae.runtime.store.integrity import ID_BLOCK, wal_problem
 
 

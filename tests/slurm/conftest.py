@@ -1,4 +1,4 @@
-"""Fixtures of the Slurm tests: real Slurm daemons on this machine (``benchmarks/slurm_cluster.py``).
+"""Fixtures of the Slurm tests: real Slurm daemons on this machine (``support.slurm_cluster``).
 
 ``slurm_one_host``: munged, MariaDB, slurmdbd, slurmctld and one slurmd with 4 GPUs (placeholder
 device files), started once for the session and stopped at its end. Every test module here is
@@ -8,16 +8,11 @@ packages the tests skip with the reason (``.ci/run`` installs them).
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCHMARKS))
-
-import slurm_cluster  # noqa: E402 - the harness, shared with benchmarks/slurm_executor.py
+from support import slurm_cluster
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -25,9 +24,7 @@ from typing import Any
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-
-from rt_helpers import PY, Server, start_server, toy, wait_for
+from support.server import PY, Server, start_server, toy, wait_for
 
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm")]
 

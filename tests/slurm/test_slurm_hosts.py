@@ -1,6 +1,6 @@
-"""The Slurm executor on two hosts: the network namespaces of the two-host Ray tests (``ray_hosts.Hosts``),
+"""The Slurm executor on two hosts: the network namespaces of the two-host Ray tests (``two_hosts.Hosts``),
 ``slurmctld`` and node ``a`` on host A, node ``b`` on host B, 4 GPUs each, the state folder on the
-shared folder (``benchmarks/slurm_cluster.py``).
+shared folder (``support.slurm_cluster``).
 
 - a run that spans both hosts: one Slurm job per host, every rank gets its node's GPUs, its rank
   and the rank-0 host's address and port, and all ranks meet there;
@@ -22,12 +22,11 @@ from typing import Any
 
 import pytest
 
-import ray_hosts  # the namespaces of the two-host Ray tests (benchmarks/, on the path: conftest)
-import slurm_cluster
+from support import slurm_cluster, two_hosts
 
 REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slurm, pytest.mark.xdist_group("slurm"),
-              pytest.mark.skipif(ray_hosts.usable() is not None, reason=str(ray_hosts.usable()))]
+              pytest.mark.skipif(two_hosts.usable() is not None, reason=str(two_hosts.usable()))]
 RANK_JOB = REPO / "tests" / "ray" / "rank_job.py"
 TOY = REPO / "examples" / "toy_trainer.py"
 
@@ -46,27 +45,27 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     if why is not None:
         pytest.skip(why)
     shared = tmp_path_factory.mktemp("shared")
-    with ray_hosts.Hosts(shared) as hosts:
+    with two_hosts.Hosts(shared) as hosts:
         cluster = slurm_cluster.SlurmCluster(shared / "slurm", hosts=hosts).start()
         state = shared / "state"
         try:
-            hosts.run("a", f"tesserae server --state {ray_hosts.SHARED_MOUNT}/state --executor slurm "
+            hosts.run("a", f"tesserae server --state {two_hosts.SHARED_MOUNT}/state --executor slurm "
                            "--slurm-partition tess --round-seconds 1 --grace-seconds 2 --insecure-same-user "
                            "--host 127.0.0.1 --port 0 --detach", env=cluster.env(), timeout=180)
             yield Site(hosts, cluster, shared, state)
         finally:
             if (state / "server.json").exists():
-                ray_hosts.stop_server(hosts, state)
+                two_hosts.stop_server(hosts, state)
             cluster.stop()
 
 
 def wait(cond: Any, timeout: float, what: str) -> Any:
-    return ray_hosts.wait_until(cond, timeout * 3, what, 0.1)
+    return two_hosts.wait_until(cond, timeout * 3, what, 0.1)
 
 
 def test_a_run_spans_both_hosts_with_ranks_devices_and_its_master(site: Site) -> None:
     with site.hosts.network_of("a") as call:
-        api = ray_hosts.server_client(site.hosts, "a", site.state, call)
+        api = two_hosts.server_client(site.hosts, "a", site.state, call)
         assert api.cluster()["cluster"] == "2x4:a100"
         job = api.submit([sys.executable, str(RANK_JOB)], gpus=6, nproc=6)
         wait(lambda: api.job(job)["state"] in ("completed", "failed"), 120, "the job to end")
@@ -89,24 +88,24 @@ def test_a_run_spans_both_hosts_with_ranks_devices_and_its_master(site: Site) ->
 def test_host_b_cut_off_its_run_stops_there_before_it_runs_on_host_a(site: Site) -> None:
     hb = site.shared / "b.hb"
     with site.hosts.network_of("a") as call:
-        api = ray_hosts.server_client(site.hosts, "a", site.state, call)
+        api = two_hosts.server_client(site.hosts, "a", site.state, call)
         toy = [sys.executable, str(TOY), "--iterations", "100000", "--seconds-per-iteration", "0.05"]
         blocker = api.submit([*toy], gpus=4)
         wait(lambda: api.job(blocker)["state"] == "running", 60, "the blocker to run")
-        job = api.submit([*toy, "--checkpoint-every", "10", "--heartbeat", f"{ray_hosts.SHARED_MOUNT}/b.hb"], gpus=4)
+        job = api.submit([*toy, "--checkpoint-every", "10", "--heartbeat", f"{two_hosts.SHARED_MOUNT}/b.hb"], gpus=4)
         wait(lambda: api.job(job)["state"] == "running", 60, "the job to run")
-        assert ray_hosts.host_of(api, job) == "b", api.cluster()["gpus"]
+        assert two_hosts.host_of(api, job) == "b", api.cluster()["gpus"]
         api.request("POST", f"/v1/jobs/{blocker}/cancel")
         wait(lambda: api.job(blocker)["state"] == "cancelled", 60, "the blocker to leave")
         wait(lambda: (api.job(job).get("iterations_done") or 0) >= 20, 60, "20 iterations")
         cut = time.time()
         site.hosts.link("b", False)
         try:
-            wait(lambda: ray_hosts.first_event(api, job, "resumed", cut) is not None, 90, "the job to restart")
-            assert ray_hosts.host_of(api, job) == "a"
+            wait(lambda: two_hosts.first_event(api, job, "resumed", cut) is not None, 90, "the job to restart")
+            assert two_hosts.host_of(api, job) == "a"
         finally:
             site.hosts.link("b", True)
-        restarted = ray_hosts.first_event(api, job, "resumed", cut)
+        restarted = two_hosts.first_event(api, job, "resumed", cut)
         wait(lambda: len({line.split()[0] for line in hb.read_text().splitlines()}) == 2, 60, "beats on host A")
         api.request("POST", f"/v1/jobs/{job}/cancel")
         wait(lambda: api.job(job)["state"] == "cancelled", 60, "the job to stop")

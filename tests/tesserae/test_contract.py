@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tess_support import CheckingScheduler, toy_model
 
-from helpers import job
+from support.plans import CheckingScheduler
+from support.specs import job, toy_model
 from tesserae.config import RunSpec, build_scheduler, parse_run_label
 from tesserae.core.advice import Advice, AdviceKind, Ran, RanReport, unmet_advice
 from tesserae.core.cluster import Cluster, parse_cluster_spec

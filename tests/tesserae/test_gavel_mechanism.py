@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from tess_support import toy_model
 
-from helpers import job
+from support.specs import job, toy_model
 from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.advice import Ran, RanReport
 from tesserae.core.cluster import parse_cluster_spec

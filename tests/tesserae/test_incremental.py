@@ -19,10 +19,23 @@ from scipy.sparse import csr_matrix
 from tesserae.config import RunSpec, build_scheduler, parse_run_label
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.placement import _packing
-from tesserae.placement.tesserae import TesseraePlacer
+from tesserae.placement._shortcuts import Shortcuts
+from tesserae.placement.tesserae import TesseraePlacement
 from tesserae.profiles.default_model import DefaultModel
+from tesserae.scheduler import Scheduler
 from tesserae.sim.engine import SimConfig, Simulator
 from tesserae.traces import generate_workload
+
+#: Each shortcut of the placement switched off, by the name the test reports ("skip", the scheduler's
+#: replay of an unchanged decision, is switched off by hiding the placement's ``Replayable`` side).
+OFF = {
+    "skip": Shortcuts(),
+    "bulk": Shortcuts(keep_running_in_bulk=False),
+    "one-type": Shortcuts(one_type=False),
+    "walk": Shortcuts(admit_in_bulk=False),
+    "reuse": Shortcuts(reuse_kept=False),
+    "prune": Shortcuts(prune_regrouped=False),
+}
 
 
 class Without:
@@ -39,46 +52,32 @@ class Without:
 
 
 def _run(label: str, cluster_spec: str, switch_off: str | None) -> tuple[np.ndarray, dict[str, Any], int]:
-    """(finish times, summary, skipped decisions) of one simulation with one shortcut switched off."""
+    """(finish times, summary, skipped decisions) of one simulation with one shortcut switched off.
+
+    The default run is the scheduler the CLI builds; a run with a shortcut off gets a placement
+    built with those shortcuts and the same options (a difference in the options would show too).
+    """
     cluster = parse_cluster_spec(cluster_spec)
     model = DefaultModel()
     specs = generate_workload(100, 1.5, cluster, model, seed=5)
-    sched = build_scheduler(cluster, model, parse_run_label(label, RunSpec()))
-    placement: Any = sched.placement
+    run = parse_run_label(label, RunSpec())
+    sched = build_scheduler(cluster, model, run)
+    if switch_off is not None:
+        placement = TesseraePlacement(packing=run.packing, round_seconds=run.round_seconds,
+                                      restart_overhead=run.restart_overhead, shortcuts=OFF[switch_off])
+        sched = Scheduler(cluster, sched.policy, placement, model, sched.config)
+    assert isinstance(sched.placement, TesseraePlacement)
+    stats = sched.placement.stats
+    if switch_off == "skip":
+        sched.placement = Without(sched.placement, "repeat_last_round")
     skipped = [0]
-    repeat = placement.repeat_last_round
+    repeat = stats.repeat_last_round
 
     def counted() -> None:
         skipped[0] += 1
         repeat()
 
-    placement.repeat_last_round = counted
-    begin = placement.begin
-
-    def begin_without(cl: Any, table: Any, previous: Any, m: Any, advice: Any = None) -> Any:
-        placer = begin(cl, table, previous, m, advice)  # (a new round for the placement's statistics)
-        if switch_off in ("one-type", "walk"):  # the multi-type placer: no bulk walk
-            placer = TesseraePlacer(placement, cl, table, previous, m, advice)
-            placer._one_type = switch_off == "walk"
-            return placer
-        if switch_off == "bulk":
-            return Without(placer, "keep_running")
-        if switch_off == "reuse":
-            placer.reuse_kept = False
-        return placer
-
-    placement.begin = begin_without
-    if switch_off == "skip":
-        sched.placement = Without(placement, "repeat_last_round")
-    if switch_off == "prune":
-        type_placer = placement.type_placer
-
-        def whole_regrouped(*args: Any) -> Any:
-            tp = type_placer(*args)
-            tp.prune_regrouped = False
-            return tp
-
-        placement.type_placer = whole_regrouped
+    stats.repeat_last_round = counted  # type: ignore[method-assign]  # counts, changes nothing
     res = Simulator(specs, cluster, sched, SimConfig(round_seconds=300.0, restart_overhead=30.0)).run()
     summary = {k: v for k, v in res.scheduler_summary.items() if k != "layout_seconds"}
     return res.table.finish.copy(), summary, skipped[0]
@@ -136,16 +135,9 @@ def test_reusing_kept_assignments_keeps_strategies_unchanged() -> None:
     results = []
     for reuse in (True, False):
         run = RunSpec(policy="las", placement="tesserae", packing=True, round_seconds=300, restart_overhead=30)
-        sched = build_scheduler(cluster, model, run)
-        placement: Any = sched.placement
-        begin = placement.begin
-
-        def begin_with(*args: Any, reuse: bool = reuse, begin: Any = begin, **kwargs: Any) -> Any:
-            placer = begin(*args, **kwargs)
-            placer.reuse_kept = reuse
-            return placer
-
-        placement.begin = begin_with
+        base = build_scheduler(cluster, model, run)
+        placement = TesseraePlacement(packing=True, shortcuts=Shortcuts(reuse_kept=reuse))
+        sched = Scheduler(cluster, base.policy, placement, model, base.config)
         res = Simulator(jobs, cluster, sched, SimConfig(round_seconds=300.0, restart_overhead=30.0)).run()
         results.append((res.table.finish.copy(), res.table.strategy_changes.sum(),
                         {k: v for k, v in res.scheduler_summary.items() if k != "layout_seconds"}))

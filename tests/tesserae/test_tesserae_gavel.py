@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tess_support import CheckingScheduler, decide, spec, toy_model
 
-from helpers import job
+from support.plans import CheckingScheduler
+from support.specs import decide, job, spec, toy_model
 from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobStatus, JobTable

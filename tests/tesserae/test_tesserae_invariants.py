@@ -7,9 +7,9 @@ import json
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tess_support import CheckingScheduler
 
-from helpers import job
+from support.plans import CheckingScheduler
+from support.specs import job
 from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobStatus

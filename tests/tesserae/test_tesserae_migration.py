@@ -5,10 +5,14 @@ from __future__ import annotations
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from tess_support import decide, nodes_of, spec
 
+from support.specs import decide, nodes_of, spec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.placement._layout import TypePlacer
+from tesserae.placement._layout.anchored import anchored_layout
+from tesserae.placement._layout.nodes import TypeNodes
+from tesserae.placement._layout.regrouped import regrouped_layout
+from tesserae.placement._shortcuts import Shortcuts
 
 
 def test_allocation_that_fits_around_running_jobs_moves_nobody() -> None:
@@ -62,11 +66,10 @@ def test_multi_node_job_gets_whole_nodes_with_fewest_moves() -> None:
 def test_regrouped_layout_matches_logical_to_physical_nodes() -> None:
     # The regrouped layout packs from scratch (logical nodes in an arbitrary order); the matching must
     # map every logical node back onto the physical node its jobs held.
-    cl = parse_cluster_spec("3x4")
-    tp = TypePlacer(cl, 0)
+    nodes = TypeNodes(parse_cluster_spec("3x4"), 0)
     prev = {0: (8, 9, 10, 11), 1: (4, 5), 2: (6,)}
-    layout = tp._regrouped([0, 1, 2], {0: 4, 1: 2, 2: 1}, prev)
-    assert layout.moved == set()
+    layout = regrouped_layout(nodes, [0, 1, 2], {0: 4, 1: 2, 2: 1}, prev)
+    assert layout is not None and layout.moved == set()
     assert layout.gpus == {0: (8, 9, 10, 11), 1: (4, 5), 2: (6,)}
 
 
@@ -173,24 +176,21 @@ def test_pruned_regrouped_layout_never_changes_the_choice(case) -> None:
     # The regrouped layout stops as soon as its lower bound of moves shows it cannot beat the
     # anchored one; the bound must be sound (the whole layout agrees) and the choice unchanged.
     spec_, hosts, size, prev = case
-    tp = TypePlacer(parse_cluster_spec(spec_), 0)
-    anchored = tp._anchored(hosts, size, prev)
-    whole = tp._regrouped(hosts, size, prev)
+    cluster = parse_cluster_spec(spec_)
+    nodes = TypeNodes(cluster, 0)
+    anchored = anchored_layout(nodes, hosts, size, prev)
+    whole = regrouped_layout(nodes, hosts, size, prev)
     assert whole is not None
     to_beat = (len(anchored.spread), len(anchored.moved))
-    pruned = tp._regrouped(hosts, size, prev, to_beat=to_beat)
+    pruned = regrouped_layout(nodes, hosts, size, prev, to_beat=to_beat)
     if pruned is None:
         assert (len(whole.spread), len(whole.moved)) >= to_beat
     else:
         assert (pruned.gpus, pruned.moved, pruned.spread) == (whole.gpus, whole.moved, whole.spread)
     # Soundness: a bound above the whole layout's own moves would prune a layout that beats this target.
-    beaten = tp._regrouped(hosts, size, prev, to_beat=(len(whole.spread), len(whole.moved) + 1))
+    beaten = regrouped_layout(nodes, hosts, size, prev, to_beat=(len(whole.spread), len(whole.moved) + 1))
     assert beaten is not None and (beaten.gpus, beaten.moved) == (whole.gpus, whole.moved)
-    chosen = tp.place(hosts, size, prev)
-    TypePlacer.prune_regrouped = False
-    try:
-        reference = tp.place(hosts, size, prev)
-    finally:
-        TypePlacer.prune_regrouped = True
+    chosen = TypePlacer(cluster, 0).place(hosts, size, prev)
+    reference = TypePlacer(cluster, 0, Shortcuts(prune_regrouped=False)).place(hosts, size, prev)
     assert (chosen.gpus, chosen.moved, chosen.spread, chosen.method) == \
         (reference.gpus, reference.moved, reference.spread, reference.method)

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linear_sum_assignment
-from tess_support import CheckingScheduler, decide, spec, toy_model
 
-from helpers import job
+from support.plans import CheckingScheduler
+from support.specs import decide, job, spec, toy_model
 from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.placement import _packing
@@ -187,10 +187,10 @@ def test_many_jobs_pack_by_class() -> None:
 
 
 def test_bulk_class_grouping_is_the_dict_grouping() -> None:
-    """Classes grouped in bulk (``tesserae._group``) come in the order of their first row, with each
+    """Classes grouped in bulk (``_classes.group_rows``) come in the order of their first row, with each
     class's rows in their order: what grouping one row at a time into a dict gives (the LP's
     variables follow that order, so among tied optima it decides the pairs)."""
-    from tesserae.placement.tesserae import _group
+    from tesserae.placement._classes import group_rows
 
     rng = np.random.default_rng(4)
     for n in (1, 2, 7, 300):
@@ -199,6 +199,6 @@ def test_bulk_class_grouping_is_the_dict_grouping() -> None:
         expect: dict[int, list[int]] = {}
         for r, k in zip(rows.tolist(), keys.tolist(), strict=True):
             expect.setdefault(k, []).append(r)
-        got_keys, groups, index = _group(rows, keys)
+        got_keys, groups, index = group_rows(rows, keys)
         assert got_keys == list(expect) and groups == list(expect.values())
         assert [got_keys[i] for i in index] == keys.tolist()

@@ -6,18 +6,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import job
+from support.plans import CheckingScheduler
+from support.specs import job
 from tesserae.config import RunSpec, build_scheduler
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.jobs import JobStatus, JobTable
-from tesserae.core.plan import Assignment, Plan
 from tesserae.placement.tiresias import fewest_nodes_layout
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.scheduler import Scheduler
@@ -25,21 +24,6 @@ from tesserae.scheduling.tiresias_las import TiresiasLas
 from tesserae.sim.engine import SimConfig, Simulator
 from tesserae.sim.metrics import job_records
 from tesserae.sim.runner import simulate
-
-
-class CheckingScheduler(Scheduler):
-    def decide(self, now: float, table: JobTable, active: np.ndarray,
-               previous: Mapping[int, Assignment]) -> Plan:
-        plan = super().decide(now, table, active, previous)
-        used: list[int] = []
-        act = set(active.tolist())
-        for row, a in plan.assignments.items():
-            assert row in act
-            assert len(a.gpus) == table.num_gpus[row]
-            used.extend(a.gpus)
-        assert len(used) == len(set(used)), "two jobs on one GPU"
-        return plan
-
 
 workloads = st.lists(
     st.tuples(st.integers(0, 1500), st.sampled_from([1, 1, 2, 3, 4, 8]), st.integers(1, 2500),

@@ -12,7 +12,7 @@ import math
 import numpy as np
 import pytest
 
-from helpers import job
+from support.specs import job
 from tesserae.config import RunSpec
 from tesserae.core.cluster import parse_cluster_spec
 from tesserae.core.errors import InputError

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from helpers import job
+from support.specs import job
 from tesserae.core.jobs import JobStatus, JobTable
 from tesserae.scheduling.tiresias_gittins import TiresiasGittins
 from tesserae.scheduling.tiresias_las import TiresiasLas

@@ -4,23 +4,17 @@ downloaded one) driven by Playwright, and the folder the screenshots go to."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-
-from rt_helpers import Server, kill_jobs, start_server
+from support.server import Server, running_server
 
 REPO = Path(__file__).resolve().parents[2]
 #: Screenshots of every browser test (look at them); README's come from here.
-SHOTS = Path(os.environ.get("TESSERAE_SCREENSHOTS", REPO / "out" / "test-screenshots"))
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 
 
@@ -72,31 +66,5 @@ def page_of(browser: Any) -> Iterator[Callable[[], Any]]:
 def web_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A FIFO server with 4 virtual GPUs, one-second rounds."""
     state = tmp_path_factory.mktemp("web") / "state"
-    s = start_server(state, gpus=4, policy="fifo", round_seconds=1.0, grace=1.0)
-    yield s
-    s.stop()
-    kill_jobs(state)
-
-
-def shot(page: Any, name: str) -> Path:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    path = SHOTS / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
-    return path
-
-
-def form_login(c: httpx.Client, token: str, next: str = "/ui/jobs") -> httpx.Response:
-    """Log in as a browser does: the form first (its CSRF value and cookie), then the post (a new session,
-    whatever session ``c`` had)."""
-    c.cookies.delete("tesserae_session")
-    form = c.get("/ui/login")
-    csrf = re.search(r'name="csrf" value="([^"]+)"', form.text)
-    assert csrf, form.text
-    return c.post("/ui/login", data={"token": token, "next": next, "csrf": csrf.group(1)})
-
-
-def login(page: Any, url: str, token: str, path: str = "/ui/cluster") -> None:
-    page.goto(url + path)
-    page.fill("#token", token)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"**{path}")
+    with running_server(state, gpus=4, policy="fifo", round_seconds=1.0, grace=1.0) as s:
+        yield s

@@ -15,9 +15,9 @@ from typing import Any
 
 import httpx
 import pytest
-from rt_helpers import PY, Server, toy, wait_for
 
-from conftest import REPO, login, shot
+from support.server import PY, REPO, Server, toy, wait_for
+from support.web import login, shot
 
 expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
                              ).expect

@@ -14,9 +14,9 @@ from typing import Any
 
 import httpx
 import pytest
-from rt_helpers import Server, kill_jobs, start_server, toy
 
-from conftest import login, shot
+from support.server import Server, kill_jobs, start_server, toy
+from support.web import login, shot
 
 expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
                              ).expect

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 import httpx
-from rt_helpers import Server
 
-from conftest import form_login
+from support.server import Server
+from support.web import form_login
 
 
 def _browser(s: Server, token: str) -> httpx.Client:

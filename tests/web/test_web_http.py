@@ -10,19 +10,17 @@ from pathlib import Path
 
 import httpx
 import pytest
-from rt_helpers import Server, kill_jobs, start_server, toy
 
-from conftest import form_login
+from support.server import Server, kill_jobs, running_server, start_server, toy
+from support.web import form_login
 from tesserae.web.login_limits import CLIENT_BURST, CLIENT_EVERY, USER_BURST, USER_EVERY
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     state = tmp_path_factory.mktemp("webhttp") / "state"
-    s = start_server(state, gpus=2, policy="tiresias-las", round_seconds=1.0, grace=1.0)
-    yield s
-    s.stop()
-    kill_jobs(state)
+    with running_server(state, gpus=2, policy="tiresias-las", round_seconds=1.0, grace=1.0) as s:
+        yield s
 
 
 def browser_login(s: Server, token: str) -> httpx.Client:

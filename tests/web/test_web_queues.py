@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import httpx
-from rt_helpers import kill_jobs, start_server, toy, wait_for
 
-from conftest import form_login
+from support.server import kill_jobs, start_server, toy, wait_for
+from support.web import form_login
 
 CONFIG = """\
 queues:

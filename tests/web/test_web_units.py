@@ -7,9 +7,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from rt_helpers import PY
 
-from conftest import REPO
+from support.server import PY, REPO
 from tesserae.core.errors import InputError
 from tesserae.runtime.api.cluster import usage_series
 from tesserae.web.cluster_pages import grid, queue_rows, running_jobs

@@ -25,12 +25,11 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.placement._classes import HostClass, JobClass
+
 DEFAULT_THRESHOLD = 0.1
 #: Bonus per pair of last round formed again (a tie-breaker: gains differ by more in real profiles).
 STICKINESS = 0.01
-
-HostClass = tuple[Any, int, int]  # (job type, GPU count, GPU type index)
-JobClass = tuple[Any, int]  # (job type, GPU count)
 
 
 def pack(hosts: list[tuple[int, HostClass]], overflow: list[tuple[int, JobClass]],

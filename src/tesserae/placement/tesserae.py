@@ -13,19 +13,20 @@ Per decision:
    any other policy: all admitted jobs are re-assigned to type slots by maximising the sum of
    normalised throughput (``_hetero``); a running job that would change type counts at
    (1 - ``type_switch_penalty``) there, so it moves only when the gain pays for the restart. The
-   gain over a type-blind choice is reported.
+   gain over a type-blind choice is reported (``_type_choice``).
 3. **Packing** (§4.2, with ``--packing``). Under a policy that names pairs (packed Gavel), its pairs
    run as units on the host's type. Otherwise overflow jobs (the policy's ranking of jobs that do
    not run alone) are paired with admitted ones by a maximum-weight matching solved over job
-   classes (``_packing``). A pair is one unit: the partner gets (a subset of) its host's GPUs, both
+   classes (``_pairs``, ``_packing``). A pair is one unit: the partner gets (a subset of) its host's GPUs, both
    assignments name each other, and jobs whose profile has parallelism strategies record the
    strategy of best gain next to that partner (alone: the best solo strategy). A running job keeps
    its strategy unless the new one is faster by more than ``strategy_switch_gain`` (a strategy
-   change relaunches the job, which the simulator charges as a restart).
+   change relaunches the job, which the simulator charges as a restart; ``_assignments``).
 4. **Layout** (§4.1): per GPU type, logical layout + matching to physical nodes + GPU indices, moving
-   as few running jobs as possible (``_layout``). Migrations are counted per round.
+   as few running jobs as possible (``_layout``). Migrations are counted per round (``_stats``).
 
-Everything loops over jobs (or job classes), never over all GPUs or all job pairs.
+Everything loops over jobs (or job classes: ``_classes``), never over all GPUs or all job pairs. The
+shortcuts that make a decision fast without changing it are fixed per placement (``_shortcuts``).
 """
 
 from __future__ import annotations
@@ -37,16 +38,21 @@ from typing import Any, ClassVar, Self
 import numpy as np
 from pydantic import Field
 
-from tesserae.core.advice import TYPE_ADVICE, Advice, AdviceKind, Unit
+from tesserae.core.advice import TYPE_ADVICE, Advice, AdviceKind
 from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
 from tesserae.core.plugins import PluginOptions, RunContext
 from tesserae.core.throughput import ThroughputModel
-from tesserae.placement import _hetero, _packing, _shares
+from tesserae.placement import _hetero, _packing, _pairs, _type_choice
 from tesserae.placement._admit import fit_in_order
-from tesserae.placement._layout import TypePlacer
+from tesserae.placement._assignments import Assigner, kept_gpus
+from tesserae.placement._classes import HostClass, JobClass, distinct
+from tesserae.placement._layout import TypeLayout, TypePlacer
 from tesserae.placement._rates import RateBook
+from tesserae.placement._shortcuts import Shortcuts
+from tesserae.placement._stats import TesseraeStats
+from tesserae.placement._type_choice import RanClass
 from tesserae.placement.base import PlacementPolicy, PlacerBase, RoundPlacer, register
 
 
@@ -73,7 +79,9 @@ class TesseraePlacer(PlacerBase):
         self.type_of: dict[int, int] = {}
         self.partner: dict[int, int] = {}
         self._movable: dict[int, list[int]] = {}  # type -> admitted rows that did not run there before
-        self._one_type = not multi
+        shortcuts = owner.shortcuts
+        self._one_type = not multi and shortcuts.one_type
+        self._keep_in_bulk = shortcuts.keep_running_in_bulk
         self._runs: dict[tuple[int, int], bool] = {}  # (type index, GPU count) -> can run on the one type
         self._types_done = False
 
@@ -84,18 +92,16 @@ class TesseraePlacer(PlacerBase):
 
     #: Admitted jobs examined when a gang finds no type with room (bounds the rebalancing work).
     REBALANCE_SCAN = 64
-    #: A job on the GPUs, with the partner and the strategy it had keeps its Assignment object without
-    #: going through ``_assignment`` (which would return that object).
-    reuse_kept = True
 
     def keep_running(self, rows: np.ndarray) -> int:
         """``try_admit`` of the leading rows at once, up to the first that does not fit where it ran.
 
         Without type advice a running job asks for the type it ran on first; in the leading run of
         running jobs nothing else has claimed GPUs yet, so each is admitted there as long as that
-        type's running demand so far fits (a pair's two members both count, as one by one).
+        type's running demand so far fits (a pair's two members both count, as one by one). With
+        ``Shortcuts.keep_running_in_bulk`` off it admits none: the allocator offers them one by one.
         """
-        if self.follow_types or rows.size == 0:
+        if not self._keep_in_bulk or self.follow_types or rows.size == 0:
             return 0
         prev, t = self.previous, self.table
         if self._one_type:  # no need to look up where each ran
@@ -110,7 +116,7 @@ class TesseraePlacer(PlacerBase):
             demand[on] = np.cumsum(k[on])
         ok = demand <= self.free_t[types]
         tidx = t.type_idx[rows]
-        for ti, kk, ty in _distinct(tidx, k, types):
+        for ti, kk, ty in distinct(tidx, k, types):
             if ty not in self.book.prefs(t.types[ti], kk):  # cannot run where it ran: one by one
                 ok &= ~((tidx == ti) & (k == kk) & (types == ty))
         n = int(rows.size if ok.all() else np.argmin(ok))
@@ -189,283 +195,76 @@ class TesseraePlacer(PlacerBase):
                 return t
         return -1
 
-    # ------------------------------------------------------------------------------ heterogeneity
+    # ------------------------------------------------------------------------------ GPU types
     def _choose_types(self) -> None:
-        """Type-slot matching over every admitted job (§4.3); a running job that changes type pays a penalty."""
+        """Revisit admission's GPU types once every job is admitted (``_type_choice``)."""
         if self._types_done:
             return
         self._types_done = True
         if len(self.cluster.gpu_types) < 2 or not self.hosts:
             return
+        owner = self.owner
         if self.by_shares:
-            self._match_shares()
-            return
-        if self.follow_types or not self.owner.hetero:
-            return
-        T = len(self.cluster.gpu_types)
-        cap = np.array([self.cluster.gpus_by_type[t] for t in self.cluster.gpu_types], dtype=np.int64)
-        # Classes: (job type, GPU count, type it ran on last round or -1); jobs of a class are interchangeable.
-        classes: dict[tuple[str, int, int], list[int]] = {}
-        for r in self.hosts:
-            classes.setdefault((*self.job_class(r), self.previous_type(r)), []).append(r)
-        keys = list(classes)
-        sizes = np.array([k for _, k, _ in keys], dtype=np.int64)
-        counts = np.array([len(classes[c]) for c in keys], dtype=np.int64)
-        norm = np.array([self.book.normalized(jt, k) for jt, k, _ in keys]).reshape(len(keys), T)
-        stay = 1.0 - self.owner.type_switch_penalty
-        weight = norm.copy()
-        for i, (_, _, cur) in enumerate(keys):
-            if cur >= 0:
-                weight[i, np.arange(T) != cur] *= stay
-        allowed = norm > 0
-        current = np.zeros((len(keys), T), dtype=np.int64)
-        for i, c in enumerate(keys):
-            for r in classes[c]:
-                current[i, self.type_of[r]] += 1
-        x = self.owner.solve_types(sizes, counts, weight, allowed, cap, keys)
-        if x is None or (x * weight).sum() < (current * weight).sum() - 1e-9:
-            x = current
-        for i, c in enumerate(keys):
-            cur = c[2]
-            # The highest-priority jobs of the class get the best types; a running job stays on ties.
-            order = sorted(range(T), key=lambda t, i=i, cur=cur: (-weight[i, t], t != cur, t))
-            slots = [t for t in order for _ in range(int(x[i, t]))]
-            for r, t in zip(classes[c], slots, strict=True):
-                self.type_of[r] = t
-        # Type-blind reference: the same jobs, in priority order, on the first type (cluster order) with room.
-        rows = np.asarray(self.hosts)
-        hnorm = np.array([self.book.normalized(*self.job_class(r)) for r in self.hosts]).reshape(len(self.hosts), T)
-        blind = _hetero.type_blind(self.table.num_gpus[rows], hnorm > 0, cap)
-        blind_w = float(hnorm[np.flatnonzero(blind >= 0), blind[blind >= 0]].sum())
-        chosen_w = float(sum(hnorm[i, self.type_of[r]] for i, r in enumerate(self.hosts)))
-        self.owner.note_hetero(chosen_w, blind_w, float((current * norm).sum()))
-
-    def _match_shares(self) -> None:
-        """Allocation-preserving assignment of the admitted units to types (``_shares``), per gang size."""
-        adv, book, T = self.advice, self.book, len(self.cluster.gpu_types)
-        host_set = set(self.hosts)
-        units: list[tuple[int, Unit, tuple[int, ...]]] = []  # (host row, unit key, member rows)
-        for h in self.hosts:
-            o = self._pair_of.get(h)
-            if o is not None and o not in host_set:
-                units.append((h, (min(h, o), max(h, o)), (h, o)))
-            else:
-                units.append((h, h, (h,)))
-        L = adv.round_seconds or self.owner.round_seconds
-        tol = self.owner.share_tolerance * L
-        m = len(units)
-        deficit = np.zeros((m, T))
-        shares = np.zeros((m, T))
-        switched = np.zeros((m, T))
-        allowed = np.zeros((m, T), dtype=bool)
-        advised = np.empty(m, dtype=np.int64)
-        sizes = np.empty(m, dtype=np.int64)
-        for j, (h, key, members) in enumerate(units):
-            advised[j] = self.type_of[h]
-            sizes[j] = int(self.table.num_gpus[h])
-            x = adv.shares.get(key)
-            d = adv.deficit.get(key)
-            if x is None or d is None:
-                allowed[j, advised[j]] = True  # no allocation to track: the policy's type
-                continue
-            shares[j], deficit[j] = x / max(float(x.sum()), 1e-12), d
-            if len(members) == 1:
-                allowed[j] = book.alone(*self.job_class(h)) > 0
-            else:
-                (a, ka), (b, kb) = self.job_class(members[0]), self.job_class(members[1])
-                allowed[j] = [book.pair(a, ka, b, kb, t)[0] > 0 for t in range(T)]
-            allowed[j, advised[j]] = True
-            for r in members:
-                p = self.previous_type(r)
-                if p >= 0:
-                    switched[j] += np.arange(T) != p
-        w = _shares.share_weights(deficit, shares, L, tol, switched, self.owner.restart_overhead, advised, allowed)
-        chosen = _shares.assign_usage(w, sizes, advised)
-        overrides = int((chosen != advised).sum())
-        for j, (h, _, _) in enumerate(units):
-            self.type_of[h] = int(chosen[j])
-        self.owner.note_overrides(overrides, len(units))
+            overrides, units = _type_choice.by_shares(self, self.advice, self._pair_of, owner.round_seconds,
+                                                      owner.share_tolerance, owner.restart_overhead)
+            owner.stats.note_overrides(overrides, units)
+        elif not self.follow_types and owner.hetero:
+            owner.stats.note_hetero(*_type_choice.by_throughput(self, owner.type_switch_penalty, owner.solve_types))
 
     # ------------------------------------------------------------------------------ packing
     def pack(self, candidates: np.ndarray) -> None:
         """Between the allocator walk and finish(): the policy's pairs, or pair overflow jobs with hosts."""
         if not self.hosts:
             return
+        stats = self.owner.stats
         if self.policy_pairs:
             self._choose_types()
-            self._follow_pairs()
+            stats.note_pairs(_pairs.follow_policy_pairs(self, self.advice.pairs, self.partner))
             return
         if not self.owner.packing:
             return
         self._choose_types()
-        order = candidates
-        t = self.table
-        hosts = np.asarray(self.hosts, dtype=np.int64)
-        rest = order[~np.isin(order, hosts)]
-        if rest.size == 0:
-            return
-        cum = np.cumsum(t.num_gpus[rest])
-        overflow = rest[cum <= self.cluster.num_gpus].tolist()
+        overflow = _pairs.overflow(self, candidates)
         if not overflow:
             return
-        book, types = self.book, t.types
-        kmax = int(t.num_gpus.max()) + 1
-        n_types = len(self.cluster.gpu_types)
-        # Classes in bulk: (job type, GPU count[, GPU type]) as one integer per row, grouped in the order
-        # of each class's first row, rows of a class in priority order.
-        type_h = np.zeros(hosts.size, dtype=np.int64) if self._one_type else \
-            np.fromiter((self.type_of[r] for r in self.hosts), dtype=np.int64, count=hosts.size)
-        hkey = (t.type_idx[hosts].astype(np.int64) * kmax + t.num_gpus[hosts]) * n_types + type_h
-        hkeys, hgroups, hcls = _group(hosts, hkey)
-        hclasses = [(types[key // n_types // kmax], key // n_types % kmax, key % n_types) for key in hkeys]
-        host_rows = dict(zip(hclasses, hgroups, strict=True))
-        over_rows_arr = np.asarray(overflow, dtype=np.int64)
-        okey = t.type_idx[over_rows_arr].astype(np.int64) * kmax + t.num_gpus[over_rows_arr]
-        okeys, ogroups, ocls = _group(over_rows_arr, okey)
-        over_rows = dict(zip([(types[key // kmax], key % kmax) for key in okeys], ogroups, strict=True))
-        cache = self.owner.gain_cache(book)
-
-        def gain(hc: tuple[str, int, int], oc: tuple[str, int]) -> float:
-            key = (hc, oc)
-            g = cache.get(key)
-            if g is None:
-                g = -np.inf
-                if oc[1] <= hc[1] and book.can_pair_counts(hc[1], oc[1]):
-                    g = book.gain(hc[0], hc[1], oc[0], oc[1], hc[2])
-                cache[key] = g
-            return g
-
-        prev_partner = {r: a.partner for r, a in self.previous.items() if a.partner is not None}
-        host_class = dict(zip(self.hosts, [hclasses[c] for c in hcls], strict=True)) if prev_partner else {}
-        pairs = _packing.pack_classes(host_rows, host_class, over_rows, overflow, ocls, gain,
-                                      self.owner.pack_threshold, prev_partner)
+        pairs = _pairs.pair_overflow(self, overflow, self._one_type, self.owner.gain_cache(self.book),
+                                     self.owner.pack_threshold, self.previous)
         for h, o in pairs:
             self.partner[h] = o
             self.partner[o] = h
-        self.owner.note_pairs(len(pairs))
-
-    def _follow_pairs(self) -> None:
-        """The policy's pairs, as units: each partner joins its host on the host's type."""
-        host_set = set(self.hosts)
-        n = 0
-        for h, o in self.advice.pairs:
-            if h not in host_set or o in host_set or h in self.partner or o in self.partner:
-                continue
-            (a, ka), (b, kb) = self.job_class(h), self.job_class(o)
-            if kb <= ka and self.book.pair(a, ka, b, kb, self.type_of[h])[0] > 0:
-                self.partner[h], self.partner[o] = o, h
-                n += 1
-        self.owner.note_pairs(n)
+        stats.note_pairs(len(pairs))
 
     # ------------------------------------------------------------------------------ layout
     def finish(self) -> dict[int, Assignment]:
+        """Lay out each GPU type (``_layout``), then write every job's Assignment (``_assignments``)."""
         self._choose_types()
         t0 = time.perf_counter()
-        cl, t = self.cluster, self.table
-        hosts, type_of, prev = self.hosts, self.type_of, self.previous
-        rows = np.asarray(hosts, dtype=np.int64)
-        sizes = t.num_gpus[rows].tolist()
-        size = dict(zip(hosts, sizes, strict=True))
-        by_type: dict[int, list[int]] = {}
-        if self._one_type:
-            if hosts:
-                by_type[0] = hosts
-        else:
-            for r in hosts:
-                by_type.setdefault(type_of[r], []).append(r)
-        # Continuing hosts keep their GPUs if they stay on the same type. Two of them that shared GPUs
-        # last round (a pair) and are both hosts now cannot both keep them: the first in priority does.
-        keep: dict[int, tuple[int, ...]] = {}
-        claimed: set[int] = set()
-        host_set = set(hosts)
-        gpu_type = cl.gpu_type
-        for r in hosts:
-            a = prev.get(r)
-            if a is None or (not self._one_type and int(gpu_type[a.gpus[0]]) != type_of[r]):
-                continue
-            if a.partner is not None and a.partner in host_set:
-                if a.partner in claimed:
-                    continue
-                claimed.add(r)
-            keep[r] = a.gpus
+        hosts = self.hosts
+        sizes = self.table.num_gpus[np.asarray(hosts, dtype=np.int64)].tolist()
+        keep = kept_gpus(hosts, self.previous, self.type_of, self._one_type, self.cluster.gpu_type)
+        layouts = self._lay_out(dict(zip(hosts, sizes, strict=True)), keep)
         gpus: dict[int, tuple[int, ...]] = {}
-        spread = regrouped = evictions = 0
-        for ti, trows in by_type.items():
-            layout = self.owner.type_placer(cl, ti).place(trows, size, keep)
+        for layout in layouts:
             gpus.update(layout.gpus)
-            spread += len(layout.spread)
-            regrouped += layout.method == "regrouped"
-            evictions += layout.evictions
-        out: dict[int, Assignment] = {}
-        partner = self.partner
-        types, num_gpus, type_idx = t.types, t.num_gpus, t.type_idx
-        moved = 0
-        # A job alone on the GPUs it held alone, with the strategy it has alone, keeps its Assignment
-        # (``_keep_or_assign``'s first case, checked here without a call: most jobs, each round).
-        host_ti = type_idx[rows].astype(np.int64)
-        reuse = self.reuse_kept
-        host_alone = self._alone_strategies(host_ti, rows) if reuse else [None] * len(hosts)
-        for r, ti, k, s in zip(hosts, host_ti.tolist(), sizes, host_alone, strict=True):
-            g = gpus[r]
-            old = prev.get(r)
-            if (reuse and old is not None and old.gpus is g and old.partner is None and old.strategy == s
-                    and r not in partner):
-                out[r] = old
-                continue
-            p = partner.get(r)
-            cls = (types[ti], k)
-            pc = None if p is None else (types[int(type_idx[p])], int(num_gpus[p]))
-            out[r] = self._keep_or_assign(r, cls, g, p, pc, old)
-            moved += old is not None and old.gpus != g
-            if p is not None:
-                kp = pc[1]
-                old = prev.get(p)
-                pg = g
-                if kp < len(pg):
-                    pg = old.gpus if old is not None and set(old.gpus) <= set(pg) and len(old.gpus) == kp \
-                        else pg[:kp]
-                out[p] = self._keep_or_assign(p, pc, pg, r, cls, old)
-                moved += old is not None and old.gpus != pg
-        self.owner.note_round(moved, spread, regrouped, evictions, time.perf_counter() - t0)
+        owner = self.owner
+        assigner = Assigner(self.cluster, self.book, owner.strategy_switch_gain, owner.shortcuts.reuse_kept)
+        out, moved = assigner.write(self.table, hosts, sizes, gpus, self.partner, self.previous)
+        owner.stats.note_layout(moved, sum(len(layout.spread) for layout in layouts),
+                                sum(layout.method == "regrouped" for layout in layouts),
+                                sum(layout.evictions for layout in layouts), time.perf_counter() - t0)
         self.assigned = out
         return out
 
-    def _alone_strategies(self, host_ti: np.ndarray, rows: np.ndarray) -> list[str | None]:
-        """The strategy of each host alone: one lookup per job class, spread to the hosts by NumPy."""
-        t = self.table
-        kmax = int(t.num_gpus.max()) + 1 if rows.size else 1
-        classes, of_class = np.unique(host_ti * kmax + t.num_gpus[rows], return_inverse=True)
-        by_class = np.empty(classes.size, dtype=object)
-        for i, c in enumerate(classes.tolist()):
-            by_class[i] = self.book.strategy(t.types[c // kmax], c % kmax, None)
-        return by_class[of_class.ravel()].tolist()
-
-    def _keep_or_assign(self, row: int, cls: tuple[str, int], gpus: tuple[int, ...], partner: int | None,
-                        partner_cls: tuple[str, int] | None, old: Assignment | None) -> Assignment:
-        """``_assignment``, except that a job on the same GPUs with the same partner and strategy keeps
-        its Assignment object without the strategy-switch check (``_assignment`` would return it too)."""
-        strategy = self.book.strategy(cls[0], cls[1], partner_cls)
-        if (self.reuse_kept and old is not None and old.partner == partner and (old.gpus is gpus or old.gpus == gpus)
-                and old.strategy == strategy):
-            return old
-        return self._assignment(row, gpus, partner, old, cls, partner_cls, strategy)
-
-    def _assignment(self, row: int, gpus: tuple[int, ...], partner: int | None, old: Assignment | None,
-                    cls: tuple[str, int], pc: tuple[str, int] | None, strategy: str | None) -> Assignment:
-        """The job's Assignment; ``strategy`` is the book's for (``cls`` next to ``pc``)."""
-        jt, k = cls
-        if (old is not None and old.strategy is not None and strategy is not None and old.strategy != strategy
-                and old.gpus == gpus):
-            # Changing strategy relaunches the job: keep the running one unless the new one pays.
-            t = int(self.cluster.gpu_type[gpus[0]])
-            ps = None if pc is None else self.book.strategy(pc[0], pc[1], (jt, k))
-            keep = self.book.rate_with(jt, k, t, pc, old.strategy, ps)
-            best = self.book.rate_with(jt, k, t, pc, strategy, ps)
-            if keep > 0 and best <= keep * (1.0 + self.owner.strategy_switch_gain):
-                strategy = old.strategy
-        if old is not None and old.gpus == gpus and old.partner == partner and old.strategy == strategy:
-            return old
-        return Assignment(row, gpus, partner, strategy)
+    def _lay_out(self, size: dict[int, int], keep: dict[int, tuple[int, ...]]) -> list[TypeLayout]:
+        """Each GPU type's layout of the hosts given that type (those in ``keep`` keep their GPUs if they can)."""
+        by_type: dict[int, list[int]] = {}
+        if self._one_type:
+            if self.hosts:
+                by_type[0] = self.hosts
+        else:
+            for r in self.hosts:
+                by_type.setdefault(self.type_of[r], []).append(r)
+        return [self.owner.type_placer(self.cluster, ti).place(trows, size, keep) for ti, trows in by_type.items()]
 
 
 class OneTypeTesseraePlacer(TesseraePlacer):
@@ -481,7 +280,7 @@ class OneTypeTesseraePlacer(TesseraePlacer):
         k = t.num_gpus[rows].astype(np.int64)
         tidx = t.type_idx[rows]
         ok = k <= self._free
-        for ti, kk in _distinct(tidx[ok], k[ok]):
+        for ti, kk in distinct(tidx[ok], k[ok]):
             runs = self._runs.get((ti, kk))
             if runs is None:
                 runs = self._runs[(ti, kk)] = bool(self.book.prefs(t.types[ti], kk))
@@ -496,39 +295,6 @@ class OneTypeTesseraePlacer(TesseraePlacer):
         kept = rows[admitted].tolist()
         self.hosts.extend(kept)
         self.type_of.update(dict.fromkeys(kept, 0))
-
-
-def _distinct(*cols: np.ndarray) -> list[tuple[int, ...]]:
-    """The distinct tuples of equal-length non-negative integer columns (one ``np.unique`` over a
-    combined key instead of a set built element by element)."""
-    if cols[0].size == 0:
-        return []
-    spans = [int(c.max()) + 1 for c in cols]
-    key = np.zeros(cols[0].size, dtype=np.int64)
-    for c, span in zip(cols, spans, strict=True):
-        key = key * span + c
-    uniq = np.unique(key)
-    parts = []
-    for span in reversed(spans):
-        uniq, rem = np.divmod(uniq, span)
-        parts.append(rem.tolist())
-    return list(zip(*reversed(parts), strict=True))
-
-
-def _group(rows: np.ndarray, keys: np.ndarray) -> tuple[list[int], list[list[int]], list[int]]:
-    """Rows grouped by key: the keys in the order of their first row, each key's rows in their
-    order, and each row's group index."""
-    uniq, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty_like(by_first)
-    rank[by_first] = np.arange(by_first.size)
-    group = rank[inverse.ravel()]
-    order = np.argsort(group, kind="stable")
-    ends = np.flatnonzero(np.diff(group[order])).tolist()
-    flat = rows[order].tolist()
-    groups = [flat[a:b] for a, b in zip([0, *[e + 1 for e in ends]], [*[e + 1 for e in ends], len(flat)],
-                                        strict=True)]
-    return uniq[by_first].tolist(), groups, group.tolist()
 
 
 #: A running job moves to another GPU type only if its normalised throughput there, discounted by this
@@ -576,7 +342,8 @@ class TesseraePlacement(PlacementPolicy):
                  hetero: bool = True, type_switch_penalty: float = DEFAULT_TYPE_SWITCH_PENALTY,
                  type_matching: bool = True, strategy_choice: bool = True,
                  share_tolerance: float = DEFAULT_SHARE_TOLERANCE, restart_overhead: float = 30.0,
-                 round_seconds: float = 300.0, strategy_switch_gain: float = DEFAULT_STRATEGY_SWITCH_GAIN) -> None:
+                 round_seconds: float = 300.0, strategy_switch_gain: float = DEFAULT_STRATEGY_SWITCH_GAIN,
+                 *, shortcuts: Shortcuts | None = None) -> None:
         self.packing = packing
         self.pack_threshold = pack_threshold
         #: Type-slot matching under policies without type advice (off: greedy fastest type with room).
@@ -590,26 +357,15 @@ class TesseraePlacement(PlacementPolicy):
         self.restart_overhead = restart_overhead
         self.round_seconds = round_seconds
         self.strategy_switch_gain = strategy_switch_gain
-        self.type_overrides = 0
-        self.typed_units = 0
+        #: The shortcuts taken (all by default; a test switches one off to check it changes nothing).
+        self.shortcuts = shortcuts if shortcuts is not None else Shortcuts()
+        self.stats = TesseraeStats()
         self._book: RateBook | None = None
         self._book_key: tuple[int, tuple[str, ...]] | None = None
         self._type_placers: dict[tuple[int, int], TypePlacer] = {}
-        self._gains: dict[Any, float] = {}
+        self._gains: dict[tuple[HostClass, JobClass], float] = {}
         self._type_solutions: dict[Any, np.ndarray | None] = {}
         self._gains_of: RateBook | None = None
-        self.rounds = 0
-        self.migrations: list[int] = []
-        self.spread_jobs = 0
-        self.regrouped_types = 0
-        self.evictions = 0
-        self.layout_seconds = 0.0
-        self.pairs: list[int] = []
-        self.hetero_chosen = 0.0
-        self.hetero_blind = 0.0
-        self.hetero_greedy = 0.0
-        #: This round's calls of the note_* methods, repeated for a round the scheduler skips.
-        self._notes: list[tuple[Any, tuple[Any, ...]]] = []
 
     @classmethod
     def from_options(cls, options: TesseraeOptions, context: RunContext) -> Self:
@@ -629,15 +385,14 @@ class TesseraePlacement(PlacementPolicy):
 
     def begin(self, cluster: Cluster, table: JobTable, previous: Mapping[int, Assignment],
               model: ThroughputModel, advice: Advice | None = None) -> RoundPlacer:
-        self._notes = []
-        placer = TesseraePlacer if len(cluster.gpu_types) > 1 else OneTypeTesseraePlacer
+        self.stats.begin_round()
+        bulk_walk = len(cluster.gpu_types) == 1 and self.shortcuts.admit_in_bulk
+        placer = OneTypeTesseraePlacer if bulk_walk else TesseraePlacer
         return placer(self, cluster, table, previous, model, advice)
 
     def repeat_last_round(self) -> None:
         """The statistics of a skipped decision: those of the last one it repeats."""
-        notes, self._notes = self._notes, []
-        for note, args in notes:
-            note(*args)
+        self.stats.repeat_last_round()
 
     # Caches that live across rounds (rates by job class, per-type node arrays).
     def rate_book(self, cluster: Cluster, model: ThroughputModel) -> RateBook:
@@ -649,7 +404,7 @@ class TesseraePlacement(PlacementPolicy):
         return self._book
 
     def solve_types(self, sizes: np.ndarray, counts: np.ndarray, weight: np.ndarray, allowed: np.ndarray,
-                    cap: np.ndarray, keys: list[Any]) -> np.ndarray | None:
+                    cap: np.ndarray, keys: list[RanClass]) -> np.ndarray | None:
         """``_hetero.assign_types``, memoised: rounds without arrivals or departures repeat the problem."""
         key = (tuple(keys), counts.tobytes(), cap.tobytes(), self.type_switch_penalty)
         if key in self._type_solutions:
@@ -661,7 +416,7 @@ class TesseraePlacement(PlacementPolicy):
         self._type_solutions[key] = x
         return None if x is None else x.copy()
 
-    def gain_cache(self, book: RateBook) -> dict[Any, float]:
+    def gain_cache(self, book: RateBook) -> dict[tuple[HostClass, JobClass], float]:
         """Sharing gains by (host class, overflow class), valid as long as the rate book is."""
         if self._gains_of is not book:
             self._gains = {}
@@ -672,51 +427,9 @@ class TesseraePlacement(PlacementPolicy):
         key = (id(cluster), type_index)
         tp = self._type_placers.get(key)
         if tp is None or tp.cluster is not cluster:
-            tp = TypePlacer(cluster, type_index)
+            tp = TypePlacer(cluster, type_index, self.shortcuts)
             self._type_placers[key] = tp
         return tp
 
-    def note_round(self, moved: int, spread: int, regrouped: int, evictions: int, seconds: float) -> None:
-        self._notes.append((self.note_round, (moved, spread, regrouped, evictions, 0.0)))  # a repeat lays out nothing
-        self.rounds += 1
-        self.migrations.append(moved)
-        self.spread_jobs += spread
-        self.regrouped_types += regrouped
-        self.evictions += evictions
-        self.layout_seconds += seconds
-
-    def note_pairs(self, n: int) -> None:
-        self._notes.append((self.note_pairs, (n,)))
-        self.pairs.append(n)
-
-    def note_overrides(self, overrides: int, units: int) -> None:
-        self._notes.append((self.note_overrides, (overrides, units)))
-        self.type_overrides += overrides
-        self.typed_units += units
-
-    def note_hetero(self, chosen: float, blind: float, greedy: float) -> None:
-        self._notes.append((self.note_hetero, (chosen, blind, greedy)))
-        self.hetero_chosen += chosen
-        self.hetero_blind += blind
-        self.hetero_greedy += greedy
-
     def summary(self) -> dict[str, Any]:
-        m = np.asarray(self.migrations, dtype=np.float64)
-        out: dict[str, Any] = {
-            "placement_rounds": self.rounds,
-            "migrations_per_round_mean": float(m.mean()) if m.size else 0.0,
-            "migrations_per_round_max": int(m.max()) if m.size else 0,
-            "spread_job_rounds": self.spread_jobs,
-            "regrouped_layouts": self.regrouped_types,
-            "evictions": self.evictions,
-            "layout_seconds": self.layout_seconds,
-        }
-        if self.packing:
-            p = np.asarray(self.pairs, dtype=np.float64)
-            out["packed_pairs_per_round_mean"] = float(p.mean()) if p.size else 0.0
-            out["packed_pairs_per_round_max"] = int(p.max()) if p.size else 0
-        if self.hetero_blind > 0:
-            out["hetero_throughput_gain"] = self.hetero_chosen / self.hetero_blind
-        if self.typed_units:
-            out["type_advice_overridden"] = self.type_overrides / self.typed_units
-        return out
+        return self.stats.summary(self.packing)

@@ -88,7 +88,8 @@ def register(app: typer.Typer) -> None:
 
 
 def _profile(config: ProfileConfig, out: Path, quiet: bool) -> None:
-    from tesserae.profiler.runner import ProfilerError, ProfileSession, write_profile
+    from tesserae.profiler.document import write_profile
+    from tesserae.profiler.runner import ProfilerError, ProfileSession
 
     progress = None if quiet else Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[now]}"),

@@ -17,23 +17,18 @@ One iteration is one training step of the job: on ``n`` GPUs, one synchronous DD
 each of the ``n`` processes trains on its own per-GPU batch (the catalogue's batch size).
 
 Then, for each model, what a restart costs (:mod:`tesserae.profiler.restart`): fresh processes
-that time start-up, checkpoint save and restore, ``restart_runs`` times (median).
+that time start-up, checkpoint save and restore, ``restart_runs`` times (median). The processes come
+from :mod:`tesserae.profiler.pool`; the profile is written by :mod:`tesserae.profiler.document`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 import os
-import select
 import shutil
-import signal
 import socket
-import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,16 +39,12 @@ from typing import Any
 
 from tesserae.core.errors import InputError
 from tesserae.profiler.catalogue import SIZES, size_settings
+from tesserae.profiler.pool import PROBE_TIMEOUT_S, ProfilerError, WorkerPool, log_tail, read_log
 from tesserae.profiler.restart import RestartError, RestartOutcome, measure_restart
 
 GIB = 2**30
-PROBE_TIMEOUT_S = 300.0
 MPS_PIPE_ENV = "CUDA_MPS_PIPE_DIRECTORY"
 MPS_DEFAULT_PIPE = "/tmp/nvidia-mps"
-
-
-class ProfilerError(RuntimeError):
-    """A measurement failed for a reason other than running out of memory (a bug, a crash, a hang)."""
 
 
 @dataclass(frozen=True)
@@ -148,150 +139,6 @@ def torch_available() -> bool:
     return importlib.util.find_spec("torch") is not None
 
 
-class WorkerPool:
-    """The zygote (``python -m tesserae.profiler.worker --serve``) and the socket its children call.
-
-    ``start()`` has the zygote fork a worker and returns it connected; ``probe()`` asks a forked
-    child what it can measure on. Use as a context manager: leaving it ends the zygote and kills any
-    worker still connected (a worker's connection closes when its process ends, so a worker whose
-    connection is open is alive and its pid is its own).
-    """
-
-    def __init__(self, timeout: float = PROBE_TIMEOUT_S, python: str = sys.executable) -> None:
-        self.timeout = timeout
-        self.python = python
-        self.dir = Path(tempfile.mkdtemp(prefix="tesserae-profile-"))
-        self.socket_path = str(self.dir / "workers.sock")
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(self.socket_path)
-        self.listener.listen(64)
-        self._log = (self.dir / "zygote.log").open("w")
-        # Anything in the zygote that asks whether CUDA is available must ask NVML, not the CUDA runtime:
-        # a runtime initialised before fork() leaves the children unable to use CUDA.
-        env = {**os.environ, "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
-        self.zygote = subprocess.Popen([python, "-m", "tesserae.profiler.worker", "--serve", self.socket_path],
-                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True,
-                                       env=env)
-        self.live: dict[int, Connection] = {}
-        self._tags = 0
-        try:
-            hello = self._reply()
-        except BaseException:
-            self.close()
-            raise
-        if "torch_error" in hello:
-            self.close()
-            raise InputError(f"PyTorch cannot be imported ({hello['torch_error']}); install the profiler's "
-                             "extra: pip install 'tesserae[profiler]'")
-
-    def __enter__(self) -> WorkerPool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _reply(self) -> dict[str, Any]:
-        out = self.zygote.stdout
-        assert out is not None
-        ready, _, _ = select.select([out], [], [], self.timeout)
-        line = out.readline() if ready else ""
-        if not line:
-            self.zygote.poll()
-            raise ProfilerError("the profiler's worker server did not answer "
-                                f"(status {self.zygote.returncode}); log: {self._zygote_log()}")
-        return dict(json.loads(line))
-
-    def _zygote_log(self) -> str:
-        try:
-            return _tail((self.dir / "zygote.log").read_text(errors="replace"))
-        except OSError:
-            return "(no log)"
-
-    def start(self, spec: dict[str, Any] | None = None, log: Path | None = None) -> tuple[int, Connection]:
-        """Fork a worker for ``spec`` (a probe when None); returns its pid and connection."""
-        self._tags += 1
-        request: dict[str, Any] = {"tag": self._tags, "log": None if log is None else str(log)}
-        request.update({"probe": True} if spec is None else {"spec": spec})
-        assert self.zygote.stdin is not None
-        try:
-            self.zygote.stdin.write(json.dumps(request) + "\n")
-            self.zygote.stdin.flush()
-        except (BrokenPipeError, OSError):
-            raise ProfilerError(f"the profiler's worker server has exited; log: {self._zygote_log()}") from None
-        pid = int(self._reply()["pid"])
-        self.listener.settimeout(self.timeout)
-        try:
-            sock, _ = self.listener.accept()
-        except TimeoutError:
-            raise ProfilerError(f"a worker did not connect within {self.timeout:.0f} s") from None
-        sock.settimeout(None)
-        conn = Connection(sock.detach())
-        hello = conn.recv() if conn.poll(self.timeout) else {}
-        if not isinstance(hello, dict) or hello.get("tag") != self._tags:
-            conn.close()
-            raise ProfilerError(f"unexpected worker greeting {hello!r}")
-        self.live[pid] = conn
-        return pid, conn
-
-    def ended(self, pid: int) -> None:
-        """The worker's connection reached its end: the process is gone."""
-        conn = self.live.pop(pid, None)
-        if conn is not None:
-            conn.close()
-
-    def kill(self, pid: int) -> None:
-        """Kill a worker whose connection is still open (so ``pid`` is still that worker's)."""
-        conn = self.live.pop(pid, None)
-        if conn is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        with contextlib.suppress(OSError, EOFError):  # wait for the end of the connection: the process is gone
-            while conn.poll(10):
-                conn.recv()
-        conn.close()
-
-    def probe(self) -> dict[str, Any]:
-        """What a fresh worker process can measure on (see :func:`tesserae.profiler.worker.probe`)."""
-        pid, conn = self.start(None, self.dir / "probe.log")
-        try:
-            if not conn.poll(self.timeout):
-                raise ProfilerError(f"probing the devices took more than {self.timeout:.0f} s")
-            info = dict(conn.recv())
-        except EOFError:
-            self.ended(pid)
-            raise ProfilerError(f"probing the devices failed; log: {_tail(_read(self.dir / 'probe.log'))}") from None
-        except BaseException:
-            self.kill(pid)
-            raise
-        self.ended(pid)
-        return info
-
-    def close(self) -> None:
-        for pid in list(self.live):
-            self.kill(pid)
-        if self.zygote.stdin is not None:
-            with contextlib.suppress(OSError):
-                self.zygote.stdin.close()
-        try:
-            self.zygote.wait(30)
-        except subprocess.TimeoutExpired:
-            self.zygote.kill()
-            self.zygote.wait()
-        if self.zygote.stdout is not None:
-            self.zygote.stdout.close()
-        self.listener.close()
-        self._log.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def _read(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
 def mps_running() -> bool:
     """Whether an MPS control daemon seems to run (its pipe directory has a control pipe)."""
     return Path(os.environ.get(MPS_PIPE_ENV, MPS_DEFAULT_PIPE), "control").exists()
@@ -364,11 +211,6 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def _tail(text: str, lines: int = 6) -> str:
-    kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
-    return " | ".join(kept) if kept else "(no output)"
 
 
 @dataclass
@@ -463,9 +305,9 @@ class MeasurementRun:
         if msg is not None and frames:
             msg += f" ({frames[-1]})"
         if msg is None:
-            msg = f"the process ended without a result; log: {_tail(_read(p.log))}"
-        elif _read(p.log).strip():
-            msg += f"; log: {_tail(_read(p.log))}"
+            msg = f"the process ended without a result; log: {log_tail(read_log(p.log))}"
+        elif read_log(p.log).strip():
+            msg += f"; log: {log_tail(read_log(p.log))}"
         return ProfilerError(f"{self.m.describe(self.device)}: {self.m.models[p.job]} (rank {p.rank}) failed: {msg}")
 
     def run(self) -> list[JobOutcome]:
@@ -569,54 +411,3 @@ class ProfileSession:
             if on_restart is not None:
                 on_restart(outcome)
         return result
-
-
-def _num(x: float) -> float:
-    """Six significant digits: readable JSON, and a positive rate never rounds to 0."""
-    return float(f"{x:.6g}")
-
-
-def profile_document(result: ProfileResult) -> dict[str, Any]:
-    """The profile in the project's format (``tesserae.profiles.tesserae_profile``), validated."""
-    from tesserae.core.restart import RestartCost
-    from tesserae.profiles.table_model import TableModel
-    from tesserae.profiles.tesserae_profile import MEASURED_SOURCE, tesserae_profile_document
-
-    g = result.device.gpu_type
-    alone = {(model, n, g, True): 0.0 if o.oom else _num(o.throughput) for (model, n), o in result.solo.items()}
-    memory = {(model, n, g, True): _num(o.memory_gb) for (model, n), o in result.solo.items()
-              if not o.oom and o.memory_gb is not None}
-    pairs: dict[tuple[str, int, str, bool, str, int], tuple[float, float]] = {}
-    for (a, b, n), (oa, ob) in result.pairs.items():
-        if oa.oom or ob.oom:
-            rates = (0.0, 0.0)
-        elif a == b:  # the same job twice: either process speaks for the type
-            mean = _num((oa.throughput + ob.throughput) / 2)
-            rates = (mean, mean)
-        else:
-            rates = (_num(oa.throughput), _num(ob.throughput))
-        pairs[(a, n, g, True, b, n)] = rates
-    skew: dict[str, float] = {}
-    for (model, _n), o in sorted(result.solo.items(), key=lambda kv: kv[0][1]):
-        if o.skew is not None and model not in skew:
-            skew[model] = _num(min(1.0, max(0.0, o.skew)))
-    restart = {name: RestartCost(float(o.checkpoint_bytes), _num(o.startup_seconds), measured=True,
-                                 source=MEASURED_SOURCE, save_seconds=_num(o.save_seconds),
-                                 restore_seconds=_num(o.restore_seconds), parameters=o.parameters)
-               for name, o in result.restart.items()}
-    table = TableModel(name="tesserae profile", reference_gpu_type=g, alone=alone, pairs=pairs, memory=memory,
-                       skew=skew, measured=True, restart=restart)
-    return tesserae_profile_document(table, gpu=result.device.gpu_info(result.date))
-
-
-def write_profile(result: ProfileResult, path: str | Path) -> dict[str, Any]:
-    """Write the profile JSON to ``path`` and check it reads back; returns the document."""
-    from tesserae.profiles.tesserae_profile import tesserae_profile_from_document
-
-    doc = profile_document(result)
-    tesserae_profile_from_document(doc, source=str(path))  # the reader accepts what we write
-    try:
-        Path(path).write_text(json.dumps(doc, indent=1) + "\n")
-    except OSError as exc:
-        raise InputError(f"cannot write profile: {exc.strerror}", path=str(path)) from exc
-    return doc

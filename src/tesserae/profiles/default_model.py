@@ -26,6 +26,8 @@ SIZE_TABLES = (COMMON, GAVEL, BLOX)
 
 #: A job type every model of this kind accepts: reference speed, no skew, no memory data.
 GENERIC_JOB_TYPE = "generic"
+#: Jobs sharing GPUs each run at this fraction of their alone speed (when no profile says otherwise).
+DEFAULT_SHARE_FACTOR = 0.6
 # Largest-tensor share of the parameters (Tiresias' skew), from the Tiresias paper's profiles.
 TIRESIAS_SKEW: dict[str, float] = {
     "vgg19": 0.72, "vgg16": 0.74, "vgg11": 0.77, "alexnet": 0.61, "resnet50": 0.11,
@@ -58,7 +60,7 @@ class DefaultModelConfig(BaseModel):
     skew: dict[str, float] = Field(default_factory=lambda: dict(TIRESIAS_SKEW))
     memory_gb: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_MEMORY_GB))
     spread_coefficient: float = Field(1.0, ge=0.0)
-    share_factor: float = Field(0.6, gt=0.0, le=1.0)
+    share_factor: float = Field(DEFAULT_SHARE_FACTOR, gt=0.0, le=1.0)
     unknown_gpu_speed: float = Field(1.0, gt=0.0)
     #: Start-up seconds of every job type (restart cost = start-up + checkpoint bytes / storage bandwidth).
     startup_seconds: float = Field(STARTUP_SECONDS, ge=0.0, allow_inf_nan=False)

@@ -39,7 +39,7 @@ import numpy as np
 
 from tesserae.core.throughput import ThroughputModel
 from tesserae.profiles import _learned_fit as fit
-from tesserae.profiles.default_model import DefaultModel
+from tesserae.profiles.default_model import DEFAULT_SHARE_FACTOR, DefaultModel
 
 STATE_FORMAT = "tesserae-learned-1"
 #: Veto tags a job carries at most (its most recent vetoed pairs).
@@ -235,7 +235,7 @@ class RateEstimator:
             return hit
         model = self.prior_model
         rates = np.array([_safe_rate(model, declared, n, g) for g in self.gpu_types])
-        profiled = bool(getattr(model, "measured", False)) and bool((rates > 0).any())
+        profiled = model.measured and bool((rates > 0).any())
         if not (rates > 0).any():
             rates = np.array([_safe_rate(model, GENERIC, n, g) for g in self.gpu_types])
             if not (rates > 0).any():
@@ -243,7 +243,8 @@ class RateEstimator:
             profiled = False
         runnable = rates > 0 if profiled else np.ones(self.T, dtype=bool)
         shape = np.log(np.where(rates > 0, rates, rates[rates > 0].min()))
-        share = getattr(getattr(model, "config", None), "share_factor", 0.6)
+        # The built-in model's pair factor; any other prior: the built-in model's default one.
+        share = model.config.share_factor if isinstance(model, DefaultModel) else DEFAULT_SHARE_FACTOR
         out = (shape, runnable, profiled, float(share), self._spread_prior(declared, n))
         self._prior_cache[key] = out
         return out

@@ -40,7 +40,7 @@ from tesserae.profiles.learned import LearnedConfig, RateEstimator
 from tesserae.profiles.learned_classes import ClassModel
 from tesserae.scheduler import Scheduler
 from tesserae.scheduler_learned import GenericScheduler, LearnedScheduler
-from tesserae.sim.engine import STALL_RATE
+from tesserae.sim.interface import STALL_RATE
 
 if TYPE_CHECKING:
     from tesserae.sim.engine import Simulator
@@ -254,7 +254,7 @@ class LearningObserver:
         total = 0.0
         for x in (r, p):
             a = sim.assignments[x]
-            alone = sim._rate(Assignment(x, a.gpus, None, None)) * float(sim.rate_factor[x])
+            alone = sim.rates.class_rate(Assignment(x, a.gpus, None, None)) * float(sim.rate_factor[x])
             total += float(t.rate[x]) / alone if alone > STALL_RATE else 0.0
         return total < 1.0
 

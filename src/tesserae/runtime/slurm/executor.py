@@ -31,6 +31,7 @@
 - **Checks at start** (``settings``): the ``slurm.conf`` settings that let Slurm start exactly what
   Tesserae decided, nothing else, and stop nothing on its own.
 
+Beside it: ``submission`` (a part's files), ``poller``, ``takeover`` (a restarted server), ``lease``.
 The state folder (and the job root) must be on a file system every node mounts at the same path,
 and the server's Python with Tesserae installed at the same path on every node (docs/slurm.md).
 """
@@ -39,14 +40,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
-import os
-import shlex
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,36 +53,18 @@ from tesserae.runtime.executor.gpus import Gpu
 from tesserae.runtime.executor.protocol import Adopted, Launch, NodeState, ViewChange
 from tesserae.runtime.job import env as job_env
 from tesserae.runtime.ray.layout import View, plan_parts, view_change
-from tesserae.runtime.slurm import launcher as part_launcher
-from tesserae.runtime.slurm import lease, settings
-from tesserae.runtime.slurm.commands import FINAL, JobState, Slurm, SlurmError
+from tesserae.runtime.slurm import lease, settings, submission, takeover
+from tesserae.runtime.slurm.commands import FINAL, Slurm, SlurmError
 from tesserae.runtime.slurm.nodes import Roster, SlurmNode
+from tesserae.runtime.slurm.poller import PartitionPoller, Snapshot
 from tesserae.runtime.slurm.runs import Layouts, Part, SlurmRun, name_prefix, read_exit
 
-LAUNCHER = str(Path(part_launcher.__file__).resolve())
-#: Poll intervals (s): the partition's jobs while runs are live, otherwise; its nodes.
-JOBS_EVERY, IDLE_EVERY, NODES_EVERY = 0.5, 2.0, 1.0
 #: The store's record of the last renewal written (for a restarted server), and how often it is kept.
 LEASE_META, RECORD_EVERY = "slurm_lease", 1.0
 #: How often a live part's exit record is looked for (s): a run's end is seen this fast.
 RECORD_LOOK = 0.1
 #: A part still pending in Slurm this long is reported (once) with Slurm's reason.
 PENDING_NOTE = 10.0
-_ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "SIGNALING",
-                     "STAGE_OUT", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "STOPPED"})
-_TRANSIENT = ("did not answer", "Unable to contact", "timed out", "Socket timed out", "Zero Bytes",
-              "Connection refused")
-
-
-@dataclass
-class _Snapshot:
-    """The latest polls (``time.monotonic()`` of each poll's start: a poll knows of jobs submitted before it)."""
-
-    jobs_at: float = -1.0
-    jobs: dict[int, JobState] = field(default_factory=dict)
-    nodes_at: float = -1.0
-    nodes: list[dict[str, str]] | None = None
-
 
 class SlurmExecutor:
     """See the module docstring. The controller thread is its only caller, but for ``gpus``, ``nodes``, ``info``."""
@@ -116,14 +95,12 @@ class SlurmExecutor:
         self.lease_max, self.inherited_end = lease_seconds, 0.0
         self._found: dict[str, tuple[SlurmRun, bool]] = {}  # run folder -> (run, adoptable): at open
         self._settled: dict[str, tuple[SlurmRun, bool]] = {}  # those of them closed at reconciliation
-        self._snap = _Snapshot()
+        self._poller = PartitionPoller(self.slurm, partition, self.log, renew=self._renew,
+                                       busy=lambda: bool(self.runs))
         self._nodes_seen = -1.0
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._poller: threading.Thread | None = None
         self._last_sent = 0.0  # time.time() of the last renewal written
         self._recorded = 0.0
-        self._poll_error: str | None = None
 
     # ------------------------------------------------------------------ the view
     @property
@@ -140,7 +117,7 @@ class SlurmExecutor:
     def watch(self, now: float) -> bool:
         """Every tick: take the latest node poll (nodes that left stop their runs); True when the view changed."""
         self._record_renewal()
-        snap = self._snap
+        snap = self._poller.snap
         if snap.nodes is not None and snap.nodes_at > self._nodes_seen:
             self._nodes_seen = snap.nodes_at
             for node in self.roster.update(snap.nodes):
@@ -176,7 +153,9 @@ class SlurmExecutor:
         base = job_env.base_env(pass_env=self.pass_env, account=account_env)
         total = len(launch.gpus)
         for part in parts:
-            options = self._write_part(launch, run, part, base, total)
+            options = submission.write_part(launch, run, part, base, total, python=self.python,
+                                            partition=self.partition, lease_path=self.lease_path,
+                                            master_ports=self.master_ports, roster=self.roster)
             try:
                 part.slurm_id = self.slurm.submit(options, str(Path(part.part_dir) / "batch.sh"))
             except SlurmError as e:
@@ -186,43 +165,13 @@ class SlurmExecutor:
             self.layouts.save(run)
         return run
 
-    def _write_part(self, launch: Launch, run: SlurmRun, part: Part, base: dict[str, str], total: int) -> list[str]:
-        """The part's folder, spec (``launcher``) and batch script; returns its sbatch options."""
-        plan, first = part.plan, run.parts[0].plan
-        part_dir = Path(part.part_dir)
-        part_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        env = {**base, **launch.env, **job_env.device_env(plan.devices, first.ip, 0)}
-        log = launch.log_path if plan.index == 0 else part_dir / "output.log"
-        spec = {"argv": launch.argv, "env": env, "cwd": str(launch.cwd), "log": str(log),
-                "account": None if launch.account is None else launch.account.launcher_arg(),
-                "nproc": plan.nproc, "first_rank": plan.first_rank, "world": run.world, "index": plan.index,
-                "parts": len(run.parts), "run_dir": run.marker, "master_addr": first.ip, "node": plan.node_id,
-                "node_addr": plan.ip,
-                "master_ports": None if self.master_ports is None else list(self.master_ports),
-                "lease_file": self.lease_path}
-        _write_private(part_dir / part_launcher.SPEC_FILE, json.dumps(spec))
-        script = f"#!/bin/sh\nexec {shlex.quote(self.python)} -I {shlex.quote(LAUNCHER)} {shlex.quote(str(part_dir))}\n"
-        _write_private(part_dir / "batch.sh", script)
-        share = len(plan.keys) / max(1, total)
-        node = self.roster.nodes.get(plan.node_id)
-        gpu_model = node.gres_model if node is not None else ""
-        options = ["--partition", self.partition, "--nodelist", plan.node_id, "--nodes", "1", "--ntasks", "1",
-                   "--cpus-per-task", str(max(1, math.ceil((launch.cpus or 1) * share))),
-                   "--gres", ",".join(f"gpu:{gpu_model}_{d}:1" for d in plan.devices),
-                   "--job-name", part.name, "--comment", f"tesserae run {run.marker}",
-                   "--no-requeue", "--time", "UNLIMITED", "--output", str(part_dir / "slurm.out"),
-                   "--open-mode", "append", "--chdir", "/", "--export", "ALL"]
-        if launch.memory_mb is not None:
-            options += ["--mem", f"{max(1, math.ceil(launch.memory_mb * share))}M"]
-        return options
-
     def _not_submitted(self, run: SlurmRun, part: Part, why: str) -> None:
         """sbatch failed for ``part``: the parts already submitted are cancelled; lost (requeued) when Slurm did
         not answer, else a failure of the job (Slurm refused it)."""
         with contextlib.suppress(SlurmError):
             self.slurm.cancel(run.live_ids(), signal="KILL", full=True)
         self._revoke([p for p in run.parts if p.slurm_id is not None])
-        if any(t in why for t in _TRANSIENT):
+        if any(t in why for t in submission.TRANSIENT):
             self.log(f"slurm: cannot submit part {part.plan.index} of {run.marker} ({why}); the run is requeued")
             run.lost_why = why
             for p in run.parts:
@@ -284,7 +233,7 @@ class SlurmExecutor:
         except SlurmError:
             return []
         names = {p.name for p in run.parts}
-        return sorted(j.job_id for j in jobs.values() if j.name in names and j.state in _ACTIVE
+        return sorted(j.job_id for j in jobs.values() if j.name in names and j.state in takeover.ACTIVE
                       and not self._silent(j.nodes))
 
     def kill_marker(self, marker: str) -> None:
@@ -333,16 +282,15 @@ class SlurmExecutor:
         self.layouts = Layouts(store)
         self.prefix = name_prefix(str(state_dir))
         self.lease_path = str(state_dir / lease.LEASE_FILE)
-        self._inherit(store.meta(LEASE_META))
+        inherited = lease.inherited(store.meta(LEASE_META), self.lease_seconds, RECORD_EVERY)
+        if inherited is not None:
+            self.lease_max, self.inherited_end = inherited
         self._take_over()
         self._renew()
-        self._poller = threading.Thread(target=self._poll_loop, name="tesserae-slurm-poll", daemon=True)
         self._poller.start()
 
     def close(self) -> str:
-        self._stop.set()
-        if self._poller is not None:
-            self._poller.join(timeout=15)
+        self._poller.stop()
         live = sum(1 for r in self.runs.values() if r.result is None)
         if live:
             return (f"stopped ({live} run(s) keep running under Slurm for their lease, {self.lease_seconds:g} s; a "
@@ -369,7 +317,7 @@ class SlurmExecutor:
         """Advance the run's parts on the evidence there is (see ``runs``); True once all of it has ended."""
         if run.result is not None:
             return True
-        snap = self._snap
+        snap = self._poller.snap
         for p in run.parts:
             if not p.ended:
                 self._judge(run, p, snap, now)
@@ -390,7 +338,7 @@ class SlurmExecutor:
             self.kill(run)
         return False
 
-    def _judge(self, run: SlurmRun, p: Part, snap: _Snapshot, now: float) -> None:
+    def _judge(self, run: SlurmRun, p: Part, snap: Snapshot, now: float) -> None:
         fresh = p.slurm_id is not None and snap.jobs_at > p.submitted
         st = snap.jobs.get(p.slurm_id) if fresh and p.slurm_id is not None else None
         inactive = fresh and (st is None or st.state in FINAL)
@@ -501,19 +449,6 @@ class SlurmExecutor:
             self._recorded = now
             self.store.set_meta(LEASE_META, json.dumps({"sent": self._last_sent, "seconds": self.lease_seconds}))
 
-    def _inherit(self, text: str | None) -> None:
-        """An earlier server of this state folder may have renewed leases until its record (plus
-        ``RECORD_EVERY``): parts it held end only after those are over."""
-        try:
-            record = json.loads(text) if text else None
-            sent, seconds = float(record["sent"]), float(record["seconds"])  # type: ignore[index]
-        except (ValueError, KeyError, TypeError):
-            return
-        now_wall, now_mono = time.time(), time.monotonic()
-        self.lease_max = max(self.lease_seconds, seconds)
-        ends = min(now_wall, sent + RECORD_EVERY) + seconds
-        self.inherited_end = now_mono + (ends - now_wall) + lease.MARGIN
-
     def _take_over(self) -> None:
         """Judge every run an earlier server recorded: adoptable when all its parts run on nodes of the view
         (and left no record); the others are revoked now, before this server renews any lease."""
@@ -529,21 +464,8 @@ class SlurmExecutor:
         by_name = {j.name: j for j in (jobs or {}).values()}
         gid = self.roster.view.gid_of()
         for run, revoked in recorded:
-            alive = True
-            for p, was_revoked in zip(run.parts, revoked, strict=True):
-                job = (jobs or {}).get(p.slurm_id) if p.slurm_id is not None else by_name.get(p.name)
-                if job is not None and p.slurm_id is None:
-                    p.slurm_id = job.job_id
-                rec = read_exit(p.part_dir)
-                if rec is not None:
-                    code, t, orphaned, _why = rec
-                    p.end(None if orphaned else code, t, orphaned)
-                if was_revoked:
-                    p.revoked_at = time.monotonic()
-                    self.revoked[p.part_dir] = p.revoked_at
-                node = self.roster.nodes.get(p.plan.node_id)
-                alive = alive and rec is None and not was_revoked and job is not None and job.state in _ACTIVE \
-                    and node is not None and node.usable and all(k in gid for k in p.plan.keys)
+            alive = takeover.still_running(run, revoked, jobs, by_name, self.roster, gid)
+            self.revoked.update({p.part_dir: p.revoked_at for p in run.parts if p.revoked_at is not None})
             if not alive:
                 self._revoke([p for p in run.parts if not p.ended])
                 self.layouts.save(run)
@@ -560,9 +482,9 @@ class SlurmExecutor:
         while True:
             now = time.monotonic()
             try:
-                snap = _Snapshot(now, self.slurm.jobs(self.partition), now, None)
+                snap = Snapshot(now, self.slurm.jobs(self.partition), now, None)
             except SlurmError:
-                snap = _Snapshot()
+                snap = Snapshot()
             for p in run.parts:
                 if not p.ended:
                     self._judge(run, p, snap, now)
@@ -576,49 +498,3 @@ class SlurmExecutor:
         for p in run.parts:
             p.end(None, None, True)
         return run.conclude()
-
-    # ------------------------------------------------------------------ the poller thread
-    def _poll_loop(self) -> None:
-        next_renew = next_jobs = next_nodes = 0.0
-        while not self._stop.is_set():
-            now = time.monotonic()
-            if now >= next_renew:
-                next_renew = now + lease.RENEW_EVERY
-                self._renew()
-            if now >= next_jobs:
-                next_jobs = now + (JOBS_EVERY if self.runs else IDLE_EVERY)
-                self._poll(lambda: self.slurm.jobs(self.partition), "jobs")
-            if now >= next_nodes:
-                next_nodes = now + NODES_EVERY
-                self._poll(lambda: self.slurm.records("node"), "nodes")
-            self._stop.wait(0.05)
-
-    def _poll(self, fetch: Callable[[], Any], what: str) -> None:
-        started = time.monotonic()
-        try:
-            got = fetch()
-        except SlurmError as e:
-            if self._poll_error is None:
-                self.log(f"slurm: cannot poll the partition's {what}: {e} (still trying)")
-            self._poll_error = str(e)
-            return
-        if self._poll_error is not None:
-            self.log("slurm: polls answered again")
-            self._poll_error = None
-        snap = self._snap
-        if what == "jobs":
-            self._snap = _Snapshot(started, got, snap.nodes_at, snap.nodes)
-        else:
-            self._snap = _Snapshot(snap.jobs_at, snap.jobs, started, got)
-
-
-def _write_private(path: Path, text: str) -> None:
-    """Write ``path`` 0600 (root's: the job's environment is in the spec), never through a link."""
-    tmp = path.with_name(path.name + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-

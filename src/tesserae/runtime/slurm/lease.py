@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterable
 
 from tesserae.runtime.ray.lease import MARGIN, grant
@@ -86,3 +87,17 @@ class Lease:
         if now > self.until:
             return "this run's lease ran out (no word from the server)"
         return None
+
+
+def inherited(record: str | None, lease_seconds: float, record_every: float) -> tuple[float, float] | None:
+    """What an earlier server of this state folder may have granted, from its last record of a renewal
+    (``{"sent": time.time(), "seconds": its lease}``, kept at most ``record_every`` old): the longest
+    lease a part may hold, and until when (``time.monotonic()``) those leases may last. None: no record."""
+    try:
+        data = json.loads(record) if record else None
+        sent, seconds = float(data["sent"]), float(data["seconds"])  # type: ignore[index]
+    except (ValueError, KeyError, TypeError):
+        return None
+    now_wall, now_mono = time.time(), time.monotonic()
+    ends = min(now_wall, sent + record_every) + seconds
+    return max(lease_seconds, seconds), now_mono + (ends - now_wall) + MARGIN

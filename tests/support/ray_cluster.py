@@ -1,26 +1,23 @@
 """Helpers of the Ray executor tests: a multi-node Ray cluster on this machine (``ray.cluster_utils``)
 and `tesserae server --executor ray` subprocesses on it.
 
-The runtime tests' helpers (``tests/runtime/rt_helpers.py``: the server handle, polling, the toy
+The runtime tests' helpers (``support.server``: the server handle, polling, the toy
 job) are reused as they are.
 """
 
 from __future__ import annotations
 
 import contextlib
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "runtime"))
-
-from rt_helpers import PY, REPO, Server, kill_jobs, runs_of, start_server, toy, toy_value, wait_for
+from support.server import PY, REPO, Server, kill_jobs, runs_of, start_server, toy, toy_value, wait_for
 
 __all__ = ["PY", "RANK_JOB", "REPO", "RayCluster", "Server", "kill_jobs", "runs_of", "start_ray_server", "toy",
            "toy_value", "wait_for"]
 
-RANK_JOB = Path(__file__).resolve().parent / "rank_job.py"
+RANK_JOB = REPO / "tests" / "ray" / "rank_job.py"
 AGENT_NAMESPACE = "tesserae"
 # Node death is noticed by the GCS after health checks fail: make that quick for the tests.
 FAST_HEALTH = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,

@@ -6,13 +6,14 @@ from ``STATE/server.json``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,14 +28,8 @@ PY = sys.executable
 STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
 
 
-def wait_for(cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition") -> Any:
-    """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds.
-
-    Timeouts are stretched by ``TESSERAE_TEST_TIMEOUT_SCALE`` (default 3): CI machines have two
-    cores shared by two test workers, Ray and job processes, so a step that takes one second on an
-    idle machine can take ten. A failing condition only fails later; a passing one is not slower.
-    """
-    timeout *= float(os.environ.get("TESSERAE_TEST_TIMEOUT_SCALE", "3"))
+def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Poll ``cond`` until it returns something truthy; fail after exactly ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = cond()
@@ -43,6 +38,16 @@ def wait_for(cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+def wait_for(cond: Callable[[], Any], timeout: float = 20.0, interval: float = 0.05, what: str = "condition") -> Any:
+    """Poll ``cond`` until it returns something truthy; fail after ``timeout`` seconds.
+
+    Timeouts are stretched by ``TESSERAE_TEST_TIMEOUT_SCALE`` (default 3): CI machines have two
+    cores shared by two test workers, Ray and job processes, so a step that takes one second on an
+    idle machine can take ten. A failing condition only fails later; a passing one is not slower.
+    """
+    return wait_until(cond, timeout * float(os.environ.get("TESSERAE_TEST_TIMEOUT_SCALE", "3")), what, interval)
 
 
 def toy(iterations: int, spi: float = 0.05, *extra: str) -> list[str]:
@@ -151,6 +156,33 @@ def start_server(state: Path, *extra: str, gpus: int = 2, policy: str = "las", r
     url = wait_for(ready, timeout, 0.05, "the server to listen") if wait else ""
     token = (state / "admin.token").read_text().strip()
     return Server(state, proc, url, token, output)
+
+
+@contextlib.contextmanager
+def servers_started_by(start: Callable[..., Server]) -> Iterator[Callable[..., Server]]:
+    """A factory of servers (``start(state, *extra, **options)``); at the end every server it started is
+    stopped and every job process of their state folders killed."""
+    started: list[Server] = []
+
+    def make(state: Path, *extra: str, **kw: Any) -> Server:
+        s = start(state, *extra, **kw)
+        started.append(s)
+        return s
+
+    try:
+        yield make
+    finally:
+        for s in started:
+            s.stop()
+        for state in {s.state for s in started}:
+            kill_jobs(state)
+
+
+@contextlib.contextmanager
+def running_server(state: Path, **options: Any) -> Iterator[Server]:
+    """``start_server(state, **options)`` until the end of the block; then it and its jobs are stopped."""
+    with servers_started_by(start_server) as make:
+        yield make(state, **options)
 
 
 def kill_jobs(state: Path) -> None:

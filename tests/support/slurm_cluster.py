@@ -13,7 +13,7 @@ Two layouts:
 
 - one host: every daemon in this machine's namespaces on free ports, one node (``n1``), so that
   nothing clashes with another Slurm here;
-- two hosts: the network namespaces of ``ray_hosts.Hosts`` (the two-host Ray harness, reused):
+- two hosts: the network namespaces of ``two_hosts.Hosts`` (the two-host Ray harness, reused):
   ``slurmctld`` and node ``a`` on host A (10.200.0.1), node ``b`` on host B (10.200.0.2), their
   files under the shared folder (``/mnt/shared`` on the hosts). A ``slurmd`` killed there leaves
   its jobs running under their ``slurmstepd``, as on a real node.
@@ -37,8 +37,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 PARTITION = "tess"
 CLUSTER = "tsr"
@@ -72,7 +70,7 @@ def _tool(name: str) -> str:
 
 @dataclass
 class SlurmCluster:
-    """See the module docstring. ``hosts``: a started ``ray_hosts.Hosts`` (two hosts), or None (one host)."""
+    """See the module docstring. ``hosts``: a started ``two_hosts.Hosts`` (two hosts), or None (one host)."""
 
     root: Path
     gpus: int = 4
@@ -93,7 +91,7 @@ class SlurmCluster:
         """The folder as the daemons see it (the shared mount on the hosts)."""
         if self.hosts is None:
             return self.root
-        from ray_hosts import SHARED_MOUNT
+        from support.two_hosts import SHARED_MOUNT
 
         return Path(SHARED_MOUNT) / self.root.relative_to(self.hosts.shared)
 

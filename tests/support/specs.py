@@ -1,4 +1,4 @@
-"""Builders shared by the Tesserae tests: one hand-built decision, toy profiles, a checking scheduler."""
+"""Builders shared by the tests: jobs and specs, one hand-built decision, toy profiles."""
 
 from __future__ import annotations
 
@@ -14,6 +14,11 @@ from tesserae.core.throughput import ThroughputModel
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.profiles.table_model import TableModel
 from tesserae.scheduler import Scheduler
+
+
+def job(job_id: int, submit: float, gpus: int, duration: float, job_type: str = "resnet50") -> JobSpec:
+    """A job that runs ``duration`` seconds on the built-in model (1 iteration = 1 s)."""
+    return JobSpec(job_id, float(submit), gpus, job_type, float(duration), float(duration))
 
 
 def spec(job_id: int, gpus: int, job_type: str = "resnet50", work: float = 1000.0, submit: float = 0.0
@@ -50,32 +55,3 @@ def toy_model(pairs: Mapping[tuple[str, str], tuple[float, float]], types: Seque
     alone = {(t, n, gpu, True): 1.0 for t in types for n in counts}
     table = {(a, n, gpu, True, b, n): v for (a, b), v in pairs.items() for n in counts}
     return TableModel(name="toy", reference_gpu_type=gpu, alone=alone, pairs=table, measured=True)
-
-
-class CheckingScheduler(Scheduler):
-    """Asserts the invariants of every plan, including those of shared GPUs."""
-
-    def decide(self, now: float, table: JobTable, active: np.ndarray,
-               previous: Mapping[int, Assignment]) -> Plan:
-        plan = super().decide(now, table, active, previous)
-        cl = self.cluster
-        used: list[int] = []
-        act = set(active.tolist())
-        for row, a in plan.assignments.items():
-            assert row in act
-            assert len(a.gpus) == table.num_gpus[row], "a gang gets all its GPUs or none"
-            assert len(set(a.gpus)) == len(a.gpus)
-            assert len({int(cl.gpu_type[g]) for g in a.gpus}) == 1, "a gang stays on one GPU type"
-            if a.partner is None:
-                used.extend(a.gpus)
-                continue
-            host = plan.assignments[a.partner]
-            assert host.partner == row, "partners name each other"
-            if len(a.gpus) < len(host.gpus) or (len(a.gpus) == len(host.gpus) and row > a.partner):
-                assert set(a.gpus) <= set(host.gpus), "a partner runs on its host's GPUs"
-            else:
-                used.extend(a.gpus)
-        assert len(used) == len(set(used)), "two units on one GPU"
-        assert sorted(plan.pairs) == sorted({tuple(sorted((r, a.partner))) for r, a in plan.assignments.items()
-                                             if a.partner is not None})
-        return plan

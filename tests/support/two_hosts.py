@@ -39,7 +39,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from support.server import wait_until
+
+ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "ray.md"
 BIN = Path(sys.executable).parent
 SHARED_MOUNT = "/mnt/shared"
@@ -440,16 +442,3 @@ def requeued(api: ServerClient, job: int, since: float, timeout: float) -> tuple
     if lost is None or resumed is None:
         raise AssertionError(f"job {job}: no lost/resumed events after {since}: {api.events(job)}")
     return lost - since, resumed - since
-
-
-def wait_until(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
-        time.sleep(interval)
-
-

@@ -1,0 +1,72 @@
+"""What the simulator takes and gives: its configuration, its result, the observer it reports
+segments to, and the progress callback (the engine itself is :mod:`tesserae.sim.engine`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tesserae.core.cluster import Cluster
+from tesserae.core.jobs import JobTable
+from tesserae.core.restart import DEFAULT_STORAGE_GBPS
+
+ProgressCallback = Callable[[float, int, int], None]
+RESTART_COSTS = ("fixed", "job")
+#: Iterations/s of a job placed where its true rate is 0 (out of memory next to its partner, say)
+#: when the scheduler does not see the true rates: it holds its GPUs and makes no progress.
+STALL_RATE = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    round_seconds: float = 300.0
+    restart_overhead: float = 30.0
+    #: Restart overhead per job type, overriding ``restart_overhead``.
+    overhead_by_type: dict[str, float] = field(default_factory=dict)
+    #: Decide at every arrival, completion and policy event too, not only at round boundaries.
+    event_driven: bool = False
+    #: Gavel's rounds (only the Gavel baselines use them): each running job runs one micro-task of
+    #: floor(rate x round) iterations (or what it has left), a pair until its slower member's ends,
+    #: and the round ends when the last micro-task does; an idle cluster jumps to the next arrival.
+    gavel_rounds: bool = False
+    #: "fixed": every start, resume and migration costs ``restart_overhead`` (or ``overhead_by_type``);
+    #: "job": the throughput model's restart cost of the job type at ``storage_gbps``.
+    restart_cost: str = "fixed"
+    #: Storage bandwidth a restarting job reads its checkpoint at (Gbit/s), for ``restart_cost="job"``.
+    storage_gbps: float = DEFAULT_STORAGE_GBPS
+    #: A (re)started job is not preempted before it has run this many times its restart cost after
+    #: paying it (0 = no quantum).
+    min_run_quantum: float = 0.0
+    #: Run a time-slicing policy even when restart costs reach the round length.
+    allow_thrashing: bool = False
+
+    def __post_init__(self) -> None:
+        if self.event_driven and self.gavel_rounds:
+            raise ValueError("event-driven decisions and Gavel's rounds exclude each other")
+        if self.restart_cost not in RESTART_COSTS:
+            raise ValueError(f"restart_cost must be one of {', '.join(RESTART_COSTS)}, got {self.restart_cost!r}")
+        if not (math.isfinite(self.storage_gbps) and self.storage_gbps > 0):
+            raise ValueError(f"storage_gbps must be positive, got {self.storage_gbps!r}")
+        if not (math.isfinite(self.min_run_quantum) and self.min_run_quantum >= 0):
+            raise ValueError(f"min_run_quantum must be >= 0, got {self.min_run_quantum!r}")
+
+
+@dataclass
+class SimResult:
+    table: JobTable
+    cluster: Cluster
+    config: SimConfig
+    decision_seconds: list[float]
+    timeline: dict[str, np.ndarray]
+    busy_gpu_seconds: float
+    wall_seconds: float
+    events: int
+    scheduler_summary: dict[str, Any]
+    rejections: dict[str, int] = field(default_factory=dict)
+    #: Which restart cost was charged, its figures and provenance (see :func:`tesserae.sim.restart_costs.summary`).
+    restart: dict[str, Any] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
