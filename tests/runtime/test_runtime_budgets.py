@@ -7,9 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from rt_helpers import Server
-from test_runtime_cli import one_line_error, run_here
 
+from support.cli import one_line_error, run_here
+from support.server import Server
 from tesserae.runtime.api.budgets import RATES, WhatIfSlots
 from tesserae.runtime.client import Client, ClientConfig
 

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import httpx
-from rt_helpers import Server, kill_jobs, start_server
 
-from conftest import form_login
+from support.server import Server, kill_jobs, start_server
+from support.web import form_login
 
 
 def test_the_queue_pages_by_fifty_and_polls_with_an_etag(tmp_path: Path) -> None:
