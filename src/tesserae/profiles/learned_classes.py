@@ -112,6 +112,13 @@ class ClassModel(RestartSeconds):
             r *= min(1.0, max(self.pair_floor, math.exp(c.a + p.b)))
         return r
 
+    def pair_fits(self, a: str, b: str, gpu_type: str, num_gpus: int | None = None,
+                  partner_num_gpus: int | None = None) -> bool:
+        """Memory is not modelled: a pair that does not fit is learned by running it (a stall, then a
+        veto), so the pair rates (0 when vetoed or not runnable) decide alone. Without this method the
+        placement took every pair of classes as not fitting and never packed on learned rates."""
+        return True
+
     def strategy_for(self, job_type: str, num_gpus: int, partner: tuple[str, int] | None = None) -> str | None:
         return None  # strategies are not learned: each job runs with its own default
 
