@@ -279,7 +279,7 @@ def write_report(data: dict[str, Any], seeds: int) -> None:
          "`learned_results.json`, the cache of every run). Sessions that filled the cache:", ""]
     for sess in data["sessions"]:
         L.append(f"- {sess['date']}: `{sess['command']}` on {sess['machine']}: {sess['runs']} runs, "
-                 f"{sess['wall_seconds'] / 60:.1f} min wall")
+                 f"{sess['wall_seconds'] / 60:.1f} min wall" + (f" ({sess['note']})" if sess.get("note") else ""))
     cpu = sum(r.get("cpu_seconds", 0.0) for r in runs.values())
     L += ["", f"Runs cached: {len(runs)} of the {len(all_runs(seeds))} of the study at {seeds} seeds; their "
           f"simulation CPU time adds up to {cpu / 3600:.2f} h.", ""]
@@ -461,8 +461,9 @@ def error_section(runs: dict[str, Any], seeds: int) -> list[str]:
 
 def cost_section(runs: dict[str, Any], seeds: int) -> list[str]:
     L = ["## Exploration, harmful pairs, and the scheduler's view", "",
-         "Exploration: GPU-seconds of runs on a GPU type whose presented rate carried the exploration bonus "
-         "(from the decision that chose it to the next), over all busy GPU-seconds. Harmful pairs: pairs formed "
+         "Exploration: GPU-seconds of runs on a GPU type whose presented rate carried the exploration bonus, or "
+         "next to a partner while the job's sharing terms carried it (a pair's GPUs counted once; from the decision "
+         "that chose it to the next), over all busy GPU-seconds. Harmful pairs: pairs formed "
          "whose two jobs run, in truth, slower together than alone (the factors sum below 1); undone = split "
          "within two decisions of forming; vetoed = pairs the estimator measured slower than alone and shows as "
          "unable to share. Stalls: runs placed where the truth gives no rate (out of memory next to the partner).",
@@ -558,6 +559,8 @@ def gavel_section() -> list[str]:
     g = json.loads(GAVEL_EST.read_text())
     L += [f"Recorded in `learned_gavel.json`: Gavel at commit `{g['gavel_commit']}`, trace `{g['trace']}` "
           f"({g['trace_command']}), cluster {g['cluster']}, driver: {g['driver']}.", ""]
+    if g.get("patch"):
+        L += [g["patch"], ""]
     for r in g["runs"]:
         L.append(f"- `{r['command']}` ({r['date']}, load {r['load']}): {r['outcome']}")
     L += ["", g.get("conclusion", ""), ""]
