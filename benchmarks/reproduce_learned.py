@@ -50,6 +50,8 @@ CACHE = OUT / "learned_results.json"
 CACHE_FORMAT = "learned-1"
 REPORT = OUT / "learned.md"
 LATENCY = ROOT / "docs" / "benchmarks" / "round_latency_learned.json"
+#: Gavel's own estimator run in Gavel's simulator (figures recorded from its run: commit, command, patch).
+GAVEL_EST = OUT / "learned_gavel.json"
 
 ROUND = 300.0
 RATE_NOISE = 0.05
@@ -170,7 +172,7 @@ KEYS = ("jobs", "completed", "unfinished", "avg_jct", "median_jct", "p95_jct", "
         "exploration_share", "exploration_gpu_seconds", "exploration_runs", "unmeasured_share", "harmful_pairs",
         "harmful_pairs_undone_within_2", "harmful_pairs_kept", "vetoed_pairs", "stalled_runs", "estimate_error",
         "learned_classes_mean", "learned_classes_max", "learned_refresh_seconds_mean",
-        "estimator_refresh_seconds_mean", "estimator", "warnings")
+        "estimator_refresh_seconds_mean", "estimator", "warnings", "estimate_error_paired")
 
 
 def execute(run: Run, smoke: dict[str, int]) -> dict[str, Any]:
@@ -225,9 +227,9 @@ def mean_of(runs: dict[str, Any], setting: str, policy: str, mode: str, seeds: i
 
 
 def error_of(runs: dict[str, Any], setting: str, policy: str, mode: str, seeds: int, rounds: int,
-             stat: str) -> float | None:
+             stat: str, which: str = "estimate_error") -> float | None:
     vals = [e[str(rounds)][stat] for s in range(seeds) if (k := Run(setting, policy, mode, s).key) in runs
-            and (e := runs[k].get("estimate_error")) and e.get(str(rounds), {}).get(stat) is not None]
+            and (e := runs[k].get(which)) and e.get(str(rounds), {}).get(stat) is not None]
     return float(np.mean(vals)) if vals else None
 
 
@@ -277,22 +279,22 @@ def write_report(data: dict[str, Any], seeds: int) -> None:
          "`learned_results.json`, the cache of every run). Sessions that filled the cache:", ""]
     for sess in data["sessions"]:
         L.append(f"- {sess['date']}: `{sess['command']}` on {sess['machine']}: {sess['runs']} runs, "
-                 f"{sess['wall_seconds'] / 60:.1f} min wall")
+                 f"{sess['wall_seconds'] / 60:.1f} min wall" + (f" ({sess['note']})" if sess.get("note") else ""))
     cpu = sum(r.get("cpu_seconds", 0.0) for r in runs.values())
     L += ["", f"Runs cached: {len(runs)} of the {len(all_runs(seeds))} of the study at {seeds} seeds; their "
           f"simulation CPU time adds up to {cpu / 3600:.2f} h.", ""]
+    missing = sorted({f"`{r.setting}/{r.policy}`" for r in all_runs(seeds) if r.key not in runs},
+                     key=lambda x: (list(SETTINGS).index(x.strip("`").split("/")[0]), x))
+    if missing:
+        L += ["**Not run yet** (no figure below for them; `benchmarks/reproduce_learned.py` runs what is missing "
+              "and rewrites this page): " + ", ".join(missing) + ".", ""]
     L += setup_section(runs, seeds)
     L += targets_section(rows, runs, learned_runs, seeds)
     L += gains_section(rows, runs, seeds)
     L += error_section(runs, seeds)
     L += cost_section(runs, seeds)
     L += latency_section()
-    L += ["## Gavel's own estimator side by side", "",
-          "Not run. Gavel's matrix-completion estimator (`scheduler/perf_prediction/` in "
-          "stanford-futuredata/gavel) fingerprints a new job by profiling it next to reference jobs in "
-          "Gavel's physical-cluster setting; its simulator does not learn rates at all (it reads "
-          "`simulation_throughputs.json`, the oracle). Running it side by side would mean porting its "
-          "fingerprinting loop into this simulator; this study did not, so no figure is claimed.", ""]
+    L += gavel_section()
     REPORT.parent.mkdir(parents=True, exist_ok=True)
     REPORT.write_text("\n".join(L) + "\n")
 
@@ -311,7 +313,7 @@ def setup_section(runs: dict[str, Any], seeds: int) -> list[str]:
         f"{PHILLY_64_DAYS[0]:g}-{PHILLY_64_DAYS[1]:g} (64 GPUs) and {PHILLY_256_DAYS[0]:g}-{PHILLY_256_DAYS[1]:g} "
         "(256 GPUs) of the trace, where the busy part of `tesserae.md`'s days 15-30 starts, thinned to the "
         "cluster as there; the whole window (~1,100 jobs a run at 64 GPUs, ~4,300 at 256) times 5 seeds x 12 "
-        "configurations did not fit this shared 2-core machine (at a load average of 15-38 during this study). "
+        "configurations did not fit this shared 2-core machine (load averages of 15-55 while this study ran). "
         f"The LLM mix has {LLM_JOBS} jobs a run; Gavel's generated trace has "
         f"{GAVEL_GEN_JOBS} jobs at offered load {GAVEL_GEN_LOAD} (Poisson arrivals, Gavel's GPU-count mix and "
         "Philly-like durations, types uniform over Gavel's table), seed 300 + s.",
@@ -442,14 +444,26 @@ def error_section(runs: dict[str, Any], seeds: int) -> list[str]:
                          f"{pct(error_of(runs, s, p, mode, seeds, k, 'p90'))}" for k in (0, 1, 3, 10)]
                 L.append(f"| {s} | {p} | {mode} | " + " | ".join(cells) +
                          f" | {pct(mean_of(runs, s, p, mode, seeds, 'unmeasured_share'))} |")
+    L += ["", "The same on placements next to a partner only (what packing decisions read; `-` where no pair "
+          "formed at that age):", "", "| setting | policy | k = 0 | k = 1 | k = 3 | k = 10 |",
+          "| --- | --- | --- | --- | --- | --- |"]
+    for s in SETTINGS:
+        for p in POLICIES:
+            if error_of(runs, s, p, "learned", seeds, 1, "n", "estimate_error_paired") is None:
+                continue
+            cells = [f"{pct(error_of(runs, s, p, 'learned', seeds, k, 'median', 'estimate_error_paired'))} / "
+                     f"{pct(error_of(runs, s, p, 'learned', seeds, k, 'p90', 'estimate_error_paired'))}"
+                     for k in (0, 1, 3, 10)]
+            L.append(f"| {s} | {p} | " + " | ".join(cells) + " |")
     L.append("")
     return L
 
 
 def cost_section(runs: dict[str, Any], seeds: int) -> list[str]:
     L = ["## Exploration, harmful pairs, and the scheduler's view", "",
-         "Exploration: GPU-seconds of runs on a GPU type whose presented rate carried the exploration bonus "
-         "(from the decision that chose it to the next), over all busy GPU-seconds. Harmful pairs: pairs formed "
+         "Exploration: GPU-seconds of runs on a GPU type whose presented rate carried the exploration bonus, or "
+         "next to a partner while the job's sharing terms carried it (a pair's GPUs counted once; from the decision "
+         "that chose it to the next), over all busy GPU-seconds. Harmful pairs: pairs formed "
          "whose two jobs run, in truth, slower together than alone (the factors sum below 1); undone = split "
          "within two decisions of forming; vetoed = pairs the estimator measured slower than alone and shows as "
          "unable to share. Stalls: runs placed where the truth gives no rate (out of memory next to the partner).",
@@ -499,7 +513,8 @@ def latency_section() -> list[str]:
           "evolving 16,384-GPU state with the oracle's and with learned rates, in one run; CPU medians per decision. "
           "A learned decision includes the view (registering arrivals, presenting and classifying every active "
           "job); the estimator's refit runs when a round's observations are in, before the decision, and is shown "
-          "apart.", "",
+          "apart. The row below was measured at the date it gives, before this page's estimator added the "
+          "exploration bonus on sharing terms (two more vector operations over the active jobs per view).", "",
           "| configuration | GPUs | oracle (s) | learned (s) | ratio | view (s) | refit (s) | classes "
           "| measured (load) |",
           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
@@ -509,6 +524,46 @@ def latency_section() -> list[str]:
                  f"{r['learned_estimator_refresh_median_s']:.4f} | {r['learned_classes_median']:.0f} | "
                  f"{r['date']} ({r.get('load', '?')}) |")
     L.append("")
+    return L
+
+
+def gavel_section() -> list[str]:
+    """Gavel's own estimator: what it estimates (read from its code), and the figures of its run if recorded."""
+    L = ["## Gavel's own estimator side by side", "",
+         "Gavel's estimator is `scheduler/throughput_estimator.py` (`ThroughputEstimator`) in "
+         "stanford-futuredata/gavel; its `Scheduler` switches it on when `profiling_percentage` < 1 or "
+         "`num_reference_models` < the number of job types. What it estimates, from its code: for a new job, "
+         "the row of *normalized co-location throughputs* (rate next to each reference job type on each GPU "
+         "type, over its rate alone) is profiled on a random `profiling_percentage` of the entries, completed by "
+         "matrix completion (`matrix_completion.pmf_solve`, k = 10, mu = 0.01) against the reference job types' "
+         "rows, and the job is then taken to be the nearest reference type (cosine distance); the policy's pair "
+         "throughputs are that reference type's normalized ones times the job's true alone throughputs. So:",
+         "",
+         "- it does not estimate a job's alone rate per GPU type at all: the simulator reads it from the oracle "
+         "(`# NOTE: Assumes single job throughputs are accurate in simulation + estimation case`), so the type "
+         "matching gains of this page (the Philly rows) are outside what it learns, and running it on them would "
+         "compare our learned alone rates with the oracle's;",
+         "- it runs on single-GPU jobs only (`assert(job.scale_factor == 1)` in "
+         "`_populate_job_combination_metadata`): the Philly windows (1-8 GPUs) and the LLM mix (2-4 GPUs) cannot "
+         "be fed to it;",
+         "- jobs are their type: a job's row is its type's row of `simulation_throughputs.json`, so per-job "
+         "variation and observation noise (this page's physics) have no place in it, and its profiling costs "
+         "nothing in its simulation;",
+         "- of its two drivers, `simulate_scheduler_with_trace.py` passes neither knob to `Scheduler`, and "
+         "`simulate_scheduler_with_generated_jobs.py` passes `profiling_percentage` but drops the parsed "
+         "`--num_reference_models`.", "",
+         "The one input both can run is single-GPU packing on Gavel's table under Gavel's max-min: a Gavel trace "
+         "of single-GPU jobs with `max_min_fairness_packed`.", ""]
+    if not GAVEL_EST.exists():
+        return [*L, "No run of it is recorded (`learned_gavel.json` is absent).", ""]
+    g = json.loads(GAVEL_EST.read_text())
+    L += [f"Recorded in `learned_gavel.json`: Gavel at commit `{g['gavel_commit']}`, trace `{g['trace']}` "
+          f"({g['trace_command']}), cluster {g['cluster']}, driver: {g['driver']}.", ""]
+    if g.get("patch"):
+        L += [g["patch"], ""]
+    for r in g["runs"]:
+        L.append(f"- `{r['command']}` ({r['date']}, load {r['load']}): {r['outcome']}")
+    L += ["", g.get("conclusion", ""), ""]
     return L
 
 

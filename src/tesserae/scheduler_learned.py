@@ -53,7 +53,8 @@ class LearnedScheduler(Scheduler):
         self._base: JobTable | None = None
         self._slot_of_row = np.empty(0, dtype=np.int64)
         self._was_active = np.zeros(0, dtype=bool)
-        #: Per row, a bit per GPU type whose presented rate carried an exploration bonus at the last decision.
+        #: Per row, a bit per GPU type whose presented rate carried an exploration bonus at the last decision,
+        #: and above them one bit for its sharing terms.
         self.bonus_of_row = np.empty(0, dtype=np.int64)
         self.refresh_seconds: list[float] = []
         self.class_counts: list[int] = []
@@ -166,6 +167,7 @@ class LearnedScheduler(Scheduler):
         changed = self.keys.update(slots, shown["x"], shown["runnable"], shown["a"], shown["b"], shown["spread"],
                                    shown["tags"])
         bits = (shown["bonus"].astype(np.int64) << np.arange(est.T, dtype=np.int64)).sum(axis=1)
+        bits |= shown["pair_bonus"].astype(np.int64) << est.T
         self.bonus_of_row[active] = bits
         view = self._view
         if changed.any():
@@ -189,6 +191,10 @@ class LearnedScheduler(Scheduler):
     def row_bonus(self, row: int, gpu_type: int) -> bool:
         """Whether the row's rate on that GPU type carried an exploration bonus at the last decision."""
         return bool((int(self.bonus_of_row[row]) >> gpu_type) & 1)
+
+    def row_pair_bonus(self, row: int) -> bool:
+        """Whether the row's sharing terms carried an exploration bonus at the last decision."""
+        return bool((int(self.bonus_of_row[row]) >> self.estimator.T) & 1)
 
     def summary(self) -> dict[str, Any]:
         out = super().summary()

@@ -20,7 +20,8 @@ and it weighs at most one job's worth, less when far from the others, in the sha
 Exploration is optimism under uncertainty, bounded and counted: ``presented`` adds
 ``explore_bonus`` standard deviations to a job's rate on a GPU type it was never measured on, but
 only while the GPU-seconds it has spent exploring (``note_run``) stay within ``explore_budget`` of
-the GPU-seconds it has run.
+the GPU-seconds it has run; within the same budget, a job never measured next to a partner gets the
+bonus on its sharing terms (an exploratory pair, undone by a veto if it measures badly).
 
 The state is JSON-safe and bounded (``to_state``/``from_state``): every active job plus at most
 ``max_finished`` finished ones (they keep informing the shared fits), each with at most
@@ -194,6 +195,7 @@ class RateEstimator:
         grow("attained", (), 0.0, np.float64)
         grow("explored", (), 0.0, np.float64)
         grow("probes", (), 0, np.int64)
+        grow("shared", (), False, bool)  # observed next to a partner (either side) at least once
         grow("m", (T,), 0.0, np.float64)
         grow("P", (T, T), 0.0, np.float64)
         grow("a_m", (), 0.0, np.float64)
@@ -325,6 +327,7 @@ class RateEstimator:
         self.fam[slots] = -1
         self.run[slots] = -1
         self.probes[slots] = 0
+        self.shared[slots] = False
         self.a_v[slots] = self.b_v[slots] = fit.PAIR_SD**2
         self.sp_v[slots] = fit.SPREAD_SD**2
 
@@ -536,6 +539,7 @@ class RateEstimator:
         self.ps1[e] += y
         self.ps2[e] += y * y
         self.pstamp[e] = self._stamp
+        self.shared[s] = self.shared[p] = True
 
     def _welford(self, count: float, total: float, y: float) -> None:
         """Pooled within-entry sum of squares for the noise estimate, one observation at a time."""
@@ -856,9 +860,15 @@ class RateEstimator:
         room = self.explored[slots] + self.n[slots] * cfg.probe_seconds <= cfg.explore_budget * self.attained[slots]
         eligible = (ran & room)[:, None] & (cnt == 0) & self.runnable[slots] & (sd > 0.05)
         bonus = np.where(eligible, cfg.explore_bonus * np.minimum(sd, 2 * fit.SHAPE_SD), 0.0)
-        return {"x": m + bonus, "mean": m, "bonus": bonus > 0, "a": self.a_m[slots] + self.pair_mu,
-                "b": self.b_m[slots], "spread": self.sp_m[slots], "runnable": self.runnable[slots].copy(),
-                "tags": self.tags(slots)}
+        # Sharing, the same way: a job never measured next to a partner looks as much better at sharing
+        # (as sensitivity and as pressure) as its uncertainty allows, so that one bad first pair cannot
+        # pull the population's pair mean under the packing threshold for good (nobody would pair again).
+        pair_explore = ran & room & ~self.shared[slots]
+        pair_sd = np.sqrt(self.a_v[slots] + self.pair_var)
+        pb = np.where(pair_explore, cfg.explore_bonus * np.minimum(pair_sd, fit.PAIR_MEAN_SD), 0.0)
+        return {"x": m + bonus, "mean": m, "bonus": bonus > 0, "a": self.a_m[slots] + self.pair_mu + pb,
+                "b": self.b_m[slots] + pb, "pair_bonus": pair_explore, "spread": self.sp_m[slots],
+                "runnable": self.runnable[slots].copy(), "tags": self.tags(slots)}
 
     def describe(self, job_id: int) -> dict[str, Any]:
         """Everything known about one job, JSON-safe: per GPU type its rate, sd, measured or prior, and

@@ -114,8 +114,9 @@ class ClassModel(RestartSeconds):
 
     def pair_fits(self, a: str, b: str, gpu_type: str, num_gpus: int | None = None,
                   partner_num_gpus: int | None = None) -> bool:
-        """No memory data: nothing against a pair (its rates decide; a vetoed pair's are 0). Without this
-        method the placements' rate book took every pair as not fitting, and learned runs never packed."""
+        """Memory is not modelled: a pair that does not fit is learned by running it (a stall, then a
+        veto), so the pair rates (0 when vetoed or not runnable) decide alone. Without this method the
+        placement took every pair of classes as not fitting and never packed on learned rates."""
         return True
 
     def strategy_for(self, job_type: str, num_gpus: int, partner: tuple[str, int] | None = None) -> str | None:

@@ -17,9 +17,9 @@ observed rate by exp(F z): the relative noise of one progress report.
 job on one placement between two changes): iterations over the seconds the job computed (its
 restart overhead left out), on its GPU type, consolidated or spread, next to its partner. It also
 measures what the report needs: the GPU-seconds spent exploring (a run on a GPU type whose
-presented rate carried the exploration bonus), pairs measured slower than the two jobs alone and
-how soon they were undone, and the estimate's relative error on each job's current placement by
-the number of rounds it has run.
+presented rate carried the exploration bonus, or next to a partner while its sharing terms did),
+pairs measured slower than the two jobs alone and how soon they were undone, and the estimate's
+relative error on each job's current placement by the number of rounds it has run.
 """
 
 from __future__ import annotations
@@ -133,6 +133,8 @@ class LearningObserver:
         self.explore_gpu_seconds = 0.0
         self.explore_runs = 0
         self.errors: dict[int, list[float]] = {k: [] for k in ERROR_ROUNDS}
+        #: The same errors for placements next to a partner only (what packing decisions read).
+        self.pair_errors: dict[int, list[float]] = {k: [] for k in ERROR_ROUNDS}
         self.harmful: dict[tuple[int, int], int] = {}  # pair -> decision it started at, still open
         self.undone_rounds: list[int] = []
         self.kept_harmful = 0
@@ -176,6 +178,9 @@ class LearningObserver:
             self.p0[r], self.x0[r], self.o0[r] = t.progress[r], t.executed[r], t.overhead_left[r]
             self.gtype[r], self.cons[r] = ti, nodes <= math.ceil(len(g) / self._node_size[ti])
             self.exploring[r] = self.scheduler.row_bonus(r, ti)
+            if partner >= 0 and self.scheduler.row_pair_bonus(r):
+                # An exploratory pair: its GPUs counted once (by the lower row when both carried the bonus).
+                self.exploring[r] |= not (partner < r and self.scheduler.row_pair_bonus(partner))
             if decision:
                 if partner != self.partner[r] or self.pair_since[r] < 0:
                     self.pair_since[r] = self.decisions if partner >= 0 else -1
@@ -244,6 +249,8 @@ class LearningObserver:
         e = est.estimate(int(t.job_id[r]), sim.cluster.gpu_types[int(self.gtype[r])], bool(self.cons[r]),
                          None if partner < 0 else int(t.job_id[partner]))
         self.errors[k].append(abs(e.rate / true - 1.0))
+        if partner >= 0:
+            self.pair_errors[k].append(abs(e.rate / true - 1.0))
 
     def _truly_harmful(self, r: int, p: int) -> bool:
         """Whether the pair runs, in truth, slower than its two jobs alone (the simulator knows; the
@@ -273,11 +280,7 @@ class LearningObserver:
     def summary(self, sim: Simulator) -> dict[str, Any]:
         est = self.estimator
         busy = sim.busy_gpu_seconds
-        errors = {}
-        for k, v in self.errors.items():
-            arr = np.asarray(v)
-            errors[str(k)] = {"n": int(arr.size), "median": float(np.median(arr)) if arr.size else None,
-                              "p90": float(np.percentile(arr, 90)) if arr.size else None}
+        errors, pair_errors = _error_stats(self.errors), _error_stats(self.pair_errors)
         undone = np.asarray(self.undone_rounds)
         out: dict[str, Any] = {
             "rate_noise": self.noise,
@@ -293,6 +296,7 @@ class LearningObserver:
             "harmful_pairs_undone_within_2": int((undone <= 2).sum()) if undone.size else 0,
             "harmful_pairs_kept": self.kept_harmful,
             "estimate_error": errors,
+            "estimate_error_paired": pair_errors,
             "estimator": est.counters(),
             "estimator_refresh_seconds_mean": float(np.mean(self.refresh_seconds)) if self.refresh_seconds else 0.0,
         }
@@ -300,3 +304,13 @@ class LearningObserver:
             out[f"estimate_error_median_r{k}"] = errors[str(k)]["median"]
             out[f"estimate_error_p90_r{k}"] = errors[str(k)]["p90"]
         return out
+
+
+def _error_stats(errors: dict[int, list[float]]) -> dict[str, dict[str, Any]]:
+    """Count, median and p90 of the relative errors at each round of a job's life."""
+    out: dict[str, dict[str, Any]] = {}
+    for k, v in errors.items():
+        arr = np.asarray(v)
+        out[str(k)] = {"n": int(arr.size), "median": float(np.median(arr)) if arr.size else None,
+                       "p90": float(np.percentile(arr, 90)) if arr.size else None}
+    return out
