@@ -18,9 +18,15 @@ from typing import Any
 
 import numpy as np
 
+from tesserae.core.errors import InputError
 from tesserae.core.throughput import ThroughputModel
 
 ClassKey = tuple[str, int]
+
+#: What a model raises for a job type, GPU count or GPU type it does not know: that placement cannot
+#: run. Anything else (a model missing a method, say) is a defect and is not taken for "cannot run":
+#: a catch-all here once hid a learned model without ``pair_fits`` (no learned run ever packed).
+_UNKNOWN = (LookupError, ValueError, InputError)
 
 
 class RateBook:
@@ -46,7 +52,7 @@ class RateBook:
               strategy: str | None = None, partner_strategy: str | None = None) -> float:
         try:
             r = float(self.model.rate(job_type, n, gpu_type, True, partner, strategy, partner_strategy))
-        except Exception:  # unknown job type / count / GPU type in a table: it cannot run there
+        except _UNKNOWN:  # unknown job type / count / GPU type in a table: it cannot run there
             return 0.0
         return r if math.isfinite(r) and r > 0.0 else 0.0
 
@@ -119,7 +125,7 @@ class RateBook:
     def _fits(self, a: str, na: int, b: str, nb: int, gpu_type: str) -> bool:
         try:
             return bool(self.model.pair_fits(a, b, gpu_type, na, nb))
-        except Exception:  # a table that does not know the job types: they cannot share
+        except _UNKNOWN:  # a table that does not know the job types: they cannot share
             return False
 
     # ------------------------------------------------------------------------------- strategies
@@ -132,7 +138,7 @@ class RateBook:
         if key not in self._strategy:
             try:
                 self._strategy[key] = self.model.strategy_for(job_type, n, partner)
-            except Exception:
+            except _UNKNOWN:
                 self._strategy[key] = None
         return self._strategy[key]
 
