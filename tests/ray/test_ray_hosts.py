@@ -1,6 +1,6 @@
 """The Ray executor across two real hosts (issue 18): two Linux network namespaces joined by a veth pair, each
 with its own PID, mount and host namespaces, fresh ``/tmp``, ``/dev/shm`` and ``$HOME``, a host name that
-resolves to 127.0.1.1, and one shared folder (``benchmarks/two_hosts.py``; made and removed here).
+resolves to 127.0.1.1, and one shared folder (``tests/support/two_hosts.py``; made and removed here).
 
 - ``docs/ray.md``'s two-host commands, pasted as they are: token authentication on the head and the worker,
   the server, and a gloo ``all_reduce`` between the hosts (each rank on its node's interface);
@@ -28,10 +28,10 @@ from pathlib import Path
 
 import pytest
 
-from support import two_hosts
+from support import two_hosts as harness
 from tesserae.runtime.ray.lease import MARGIN
 
-WHY_NOT = two_hosts.usable()
+WHY_NOT = harness.usable()
 pytestmark = [pytest.mark.skipif(WHY_NOT is not None, reason=str(WHY_NOT)), pytest.mark.xdist_group("two-hosts")]
 LONG = os.environ.get("TESSERAE_LONG_TESTS") == "1"
 SCALE = float(os.environ.get("TESSERAE_TEST_TIMEOUT_SCALE", "3"))
@@ -39,7 +39,7 @@ SCALE = float(os.environ.get("TESSERAE_TEST_TIMEOUT_SCALE", "3"))
 
 @dataclass
 class TwoHosts:
-    hosts: two_hosts.Hosts
+    hosts: harness.Hosts
     shared: Path
     token: str
 
@@ -47,8 +47,8 @@ class TwoHosts:
 @pytest.fixture(scope="module")
 def two_hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoHosts]:
     shared = tmp_path_factory.mktemp("shared")
-    with two_hosts.Hosts(shared) as hosts:
-        yield TwoHosts(hosts, shared, two_hosts.start_cluster(hosts))
+    with harness.Hosts(shared) as hosts:
+        yield TwoHosts(hosts, shared, harness.start_cluster(hosts))
 
 
 def test_the_docs_commands_work_on_two_fresh_hosts(two_hosts: TwoHosts) -> None:
@@ -61,13 +61,13 @@ def test_the_docs_commands_work_on_two_fresh_hosts(two_hosts: TwoHosts) -> None:
     assert "token authentication" in lines[0] and "RAY_AUTH_MODE=token RAY_AUTH_TOKEN=" in lines[0]
     assert not (shared / "refused").exists()
 
-    two_hosts.run_doc_block(hosts, "server")
+    harness.run_doc_block(hosts, "server")
     state = shared / "tesserae-state"
     try:
-        job = int(two_hosts.run_doc_block(hosts, "check").stdout.split()[-1])
+        job = int(harness.run_doc_block(hosts, "check").stdout.split()[-1])
         with hosts.network_of("a") as call:
-            api = two_hosts.server_client(hosts, "a", state, call)
-            two_hosts.wait_until(lambda: api.job(job)["state"] in ("completed", "failed"), 120 * SCALE,
+            api = harness.server_client(hosts, "a", state, call)
+            harness.wait_until(lambda: api.job(job)["state"] in ("completed", "failed"), 120 * SCALE,
                                  "the all_reduce job to end", 0.5)
             assert api.job(job)["state"] == "completed", (state / "jobs" / str(job) / "output.log").read_text()
         logs = (state / "jobs" / str(job) / "output.log").read_text()
@@ -77,15 +77,15 @@ def test_the_docs_commands_work_on_two_fresh_hosts(two_hosts: TwoHosts) -> None:
         assert "token authentication" not in (state / "server.log").read_text()
         assert (state / "ray.log").exists()
     finally:
-        two_hosts.stop_server(hosts, state)
+        harness.stop_server(hosts, state)
 
 
 @pytest.fixture(scope="module")
 def fast_server(two_hosts: TwoHosts) -> Iterator[Path]:
     """A server on the two hosts with short rounds and leases (the long form: the default lease)."""
-    state = two_hosts.start_fast_server(two_hosts.hosts, "fast-state", lease=None if LONG else 3.0)
+    state = harness.start_fast_server(two_hosts.hosts, "fast-state", lease=None if LONG else 3.0)
     yield state
-    two_hosts.stop_server(two_hosts.hosts, state)
+    harness.stop_server(two_hosts.hosts, state)
 
 
 class _Watch:
@@ -119,28 +119,28 @@ def test_a_partition_never_runs_a_job_twice_nor_loses_more_than_its_last_checkpo
         two_hosts: TwoHosts, fast_server: Path) -> None:
     hosts, state = two_hosts.hosts, fast_server
     with hosts.network_of("a") as call:
-        api = two_hosts.server_client(hosts, "a", state, call)
+        api = harness.server_client(hosts, "a", state, call)
         # Long enough to outlast the lease on host B (12 s; 60 s with the default 30 s lease).
         iterations = 3000 if LONG else 600
-        job = two_hosts.job_on_b(api, two_hosts.toy(iterations, 0.02, "--checkpoint-every", "20"))
+        job = harness.job_on_b(api, harness.toy(iterations, 0.02, "--checkpoint-every", "20"))
         folder = state / "jobs" / str(job)
         (old_part,) = (folder / "runs").glob("*/part-0")
         watch = _Watch(folder)
         cut = time.time()
         hosts.link("b", False)
         try:
-            lost, resumed = two_hosts.requeued(api, job, cut, 120 * SCALE)
+            lost, resumed = harness.requeued(api, job, cut, 120 * SCALE)
             # Host B stopped its copy when the lease ran out, and recorded that before the restart.
             rec = json.loads((old_part / "exit.json").read_text())
             assert rec["orphaned"] and "lease" in rec["why"]
             assert rec["time"] <= cut + resumed
-            assert two_hosts.host_of(api, job) == "host-a"
+            assert harness.host_of(api, job) == "host-a"
             if LONG:
                 time.sleep(10)
         finally:
             hosts.link("b", True)
         progress_b, checkpoint_b = watch.before(cut + resumed)
-        two_hosts.wait_until(lambda: api.job(job)["state"] == "completed", 120 * SCALE, "the job to complete", 0.5)
+        harness.wait_until(lambda: api.job(job)["state"] == "completed", 120 * SCALE, "the job to complete", 0.5)
     lease = 30.0 if LONG else 3.0
     # Host B's lease ran from the last renewal it got, a poll (0.25 s) or so before the cut; its exit record on
     # the shared folder is the evidence that ends the run at once (without it: the lease plus MARGIN after the
@@ -164,24 +164,24 @@ def test_a_crashed_node_is_requeued_within_two_rounds_and_a_clean_stop_at_once(
         two_hosts: TwoHosts, fast_server: Path) -> None:
     hosts, state = two_hosts.hosts, fast_server
     with hosts.network_of("a") as call:
-        api = two_hosts.server_client(hosts, "a", state, call)
-        two_hosts.with_host_b(hosts, two_hosts.token, api)
-        job = two_hosts.job_on_b(api, two_hosts.toy(100000, 0.02, "--checkpoint-every", "20"))
+        api = harness.server_client(hosts, "a", state, call)
+        harness.with_host_b(hosts, two_hosts.token, api)
+        job = harness.job_on_b(api, harness.toy(100000, 0.02, "--checkpoint-every", "20"))
         crash = time.time()
         assert hosts.kill("b", "raylet")
-        lost, resumed = two_hosts.requeued(api, job, crash, 60 * SCALE)
+        lost, resumed = harness.requeued(api, job, crash, 60 * SCALE)
         assert lost <= 2 * 2.0 * max(1.0, SCALE / 3), (lost, resumed)  # two rounds of 2 s
-        assert two_hosts.host_of(api, job) == "host-a"
+        assert harness.host_of(api, job) == "host-a"
         api.request("POST", f"/v1/jobs/{job}/cancel")
-        two_hosts.wait_until(lambda: api.job(job)["state"] == "cancelled", 60 * SCALE, "the job to stop")
+        harness.wait_until(lambda: api.job(job)["state"] == "cancelled", 60 * SCALE, "the job to stop")
 
-        two_hosts.restart_worker(hosts, two_hosts.token)
-        two_hosts.with_host_b(hosts, two_hosts.token, api)
-        job = two_hosts.job_on_b(api, two_hosts.toy(100000, 0.02, "--checkpoint-every", "20"))
+        harness.restart_worker(hosts, two_hosts.token)
+        harness.with_host_b(hosts, two_hosts.token, api)
+        job = harness.job_on_b(api, harness.toy(100000, 0.02, "--checkpoint-every", "20"))
         stop = time.time()
         assert hosts.kill("b", "raylet", signal.SIGTERM)  # a clean stop, as `ray stop` does it
-        lost, resumed = two_hosts.requeued(api, job, stop, 60 * SCALE)
+        lost, resumed = harness.requeued(api, job, stop, 60 * SCALE)
         assert lost <= 2 * 2.0 * max(1.0, SCALE / 3), (lost, resumed)
         api.request("POST", f"/v1/jobs/{job}/cancel")
-    two_hosts.restart_worker(hosts, two_hosts.token)
+    harness.restart_worker(hosts, two_hosts.token)
 

@@ -127,4 +127,4 @@ def _render_job(over: dict[str, Any], *, actions: dict[str, bool] | None = None,
     job = _job(over)
     return environment().get_template("_job.html").render(
         job=job, timeline=run_timeline({**job, "finish_time": 300.0}, runs or [], 300.0), events=[], now=300.0,
-        csrf="x", actions=actions or {"cancel": True, "hold": False, "release": False})
+        csrf="x", actions=actions or {"cancel": True, "hold": False, "release": False}, learned=None)

@@ -20,6 +20,7 @@ from typing import Any
 from fastapi import Request
 from fastapi.responses import Response
 
+from tesserae.runtime.api.jobs import MAX_PAGE
 from tesserae.web.dashboard import ApiError, Dashboard, api_detail
 from tesserae.web.session import Visitor
 
@@ -121,7 +122,7 @@ def register(dash: Dashboard) -> None:
     async def cluster_data(v: Visitor) -> dict[str, Any]:
         cluster = await api.json(v.session.token, "/v1/cluster")
         nodes = (await api.json(v.session.token, "/v1/nodes"))["nodes"]
-        running = (await api.json(v.session.token, "/v1/jobs", state="running", limit=100000))["jobs"]
+        running = (await api.json(v.session.token, "/v1/jobs", state="running", limit=MAX_PAGE))["jobs"]
         rows = grid(cluster, nodes, job_progress(running))
         return {"cluster": cluster, "nodes": rows, "running": running_jobs(rows), "now": time.time(),
                 "title": "Cluster"}
