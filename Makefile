@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 # The simulator alone: what the demo needs (a subset of the dev environment, which serves it too).
 DEMO_STAMP := $(VENV)/.demo-installed
 
-.PHONY: demo test test-fast lint bench clean reproduce-check
+.PHONY: demo test test-readme test-fast lint bench clean reproduce-check
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -35,7 +35,12 @@ demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 # -rs: every skipped test is listed with its reason at the end.
 test: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
-	$(BIN)/python -m pytest -n 2 --dist loadgroup -rs tests
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -rs -m "not readme_long" tests
+
+# The README blocks that replay a whole production trace (Philly: about 10 min of CPU together);
+# kept out of `make test` so that it stays well under 15 minutes on 2 cores; CI runs both.
+test-readme: $(STAMP)
+	$(BIN)/python -m pytest -n 2 --dist loadgroup -rs -m readme_long tests/test_readme_blocks.py
 
 # The inner loop: unit tests only (no server, Ray or browser; not the slow ones), a couple of minutes.
 test-fast: $(STAMP)

@@ -129,6 +129,7 @@ def test_the_command_line_block(clone: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.readme_long
 def test_the_tiresias_block(clone: Path) -> None:
     run_block(clone, blocks()[TIRESIAS], timeout=1800)  # the whole Philly trace
     s = json.loads((clone / "out" / "tiresias" / "summary.json").read_text())
@@ -146,12 +147,14 @@ def test_the_gavel_block(clone: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.readme_long
 def test_the_packing_block(clone: Path) -> None:
     r = run_block(clone, blocks()[PACKING], timeout=1800)  # 4 x 400 jobs with Gavel's LP: > 600 s at load 50
     assert "las:tesserae+packing" in r.stdout and (clone / "out" / "hetero" / "timeline.png").is_file()
 
 
 @pytest.mark.slow
+@pytest.mark.readme_long
 def test_the_derived_tenant_queue_block(clone: Path) -> None:
     """Philly's virtual clusters as queues: three replays of the whole Philly trace (the longest block)."""
     r = run_block(clone, blocks()[DERIVED_QUEUES], timeout=1800)
