@@ -186,6 +186,10 @@ def test_gavel_reader_errors(tmp_path):
     bad.write_text("{not json")
     with pytest.raises(InputError, match="not valid JSON"):
         read_gavel(bad)
+    bad.write_bytes(b'{"v100": "\xff\xfe"}')
+    with pytest.raises(InputError, match="not UTF-8") as exc:
+        read_gavel(bad)
+    assert "bad.json" in str(exc.value)
 
 
 def test_check_reports_missing_reference_gpu_type():

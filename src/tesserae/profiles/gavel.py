@@ -12,12 +12,12 @@ get the built-in model's (:data:`tesserae.profiles.restart_model.GAVEL`, from Ga
 from __future__ import annotations
 
 import ast
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from tesserae.core.errors import InputError
+from tesserae.profiles.json_file import read_json_file
 from tesserae.profiles.restart_model import COMMON, GAVEL
 from tesserae.profiles.table_model import AloneKey, PairKey, TableModel
 
@@ -38,13 +38,7 @@ def looks_like_gavel(doc: Any) -> bool:
 def read_gavel(path: str | Path) -> TableModel:
     """Read Gavel's throughput file; any malformed part raises InputError naming file and field."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read Gavel throughput file: {exc.strerror}", path=str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", path=str(path), line=exc.lineno) from exc
-    return gavel_from_document(doc, source=str(path))
+    return gavel_from_document(read_json_file(path, "Gavel throughput file"), source=str(path))
 
 
 def gavel_from_document(doc: Any, source: str = "<gavel>") -> TableModel:

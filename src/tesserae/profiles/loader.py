@@ -8,7 +8,6 @@ or Gavel's ``simulation_throughputs.json``, told apart by content; a ``.csv`` fi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -17,6 +16,7 @@ from tesserae.core.errors import InputError
 from tesserae.core.throughput import ThroughputModel
 from tesserae.profiles.default_model import DefaultModel, DefaultModelConfig
 from tesserae.profiles.gavel import gavel_from_document, looks_like_gavel
+from tesserae.profiles.json_file import read_json_file
 from tesserae.profiles.norm_speed import load_norm_speed
 
 ACCEPTED = ("'default', a .json profile (Tesserae's own format, a default-model override or Gavel's "
@@ -35,13 +35,7 @@ def load_profile(spec: str | Path | None) -> ThroughputModel:
         raise InputError("profile file not found", path=str(path))
     if suffix == ".csv":
         return load_norm_speed(path)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read profile: {exc.strerror}", path=str(path)) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        line = exc.lineno if isinstance(exc, json.JSONDecodeError) else None
-        raise InputError(f"not valid JSON: {exc}", path=str(path), line=line) from exc
+    doc = read_json_file(path, "profile")
     if isinstance(doc, dict) and "format" in doc:
         # Imported here: building its pydantic models takes a tenth of a second at every start.
         from tesserae.profiles.tesserae_profile import FORMAT, tesserae_profile_from_document

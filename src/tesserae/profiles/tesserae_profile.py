@@ -43,6 +43,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from tesserae.core.errors import InputError
 from tesserae.core.restart import RestartCost
 from tesserae.profiles.colocation import ColocationTable, PairSpeeds
+from tesserae.profiles.json_file import read_json_file
 from tesserae.profiles.table_model import AloneKey, PairKey, TableModel
 
 FORMAT = "tesserae-profile"
@@ -134,13 +135,7 @@ def is_tesserae_profile(doc: Any) -> bool:
 def read_tesserae_profile(path: str | Path) -> TableModel:
     """Read and validate a profile file into a TableModel."""
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read profile: {exc.strerror}", path=str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON: {exc.msg}", path=str(path), line=exc.lineno) from exc
-    return tesserae_profile_from_document(doc, source=str(path))
+    return tesserae_profile_from_document(read_json_file(path, "profile"), source=str(path))
 
 
 def tesserae_profile_from_document(doc: Any, source: str = "<profile>") -> TableModel:
