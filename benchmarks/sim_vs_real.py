@@ -212,8 +212,9 @@ def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Nam
     specs = [JobSpec(j["id"], real[j["id"]]["submit_time"] - first, j["gpus"], "toy", float(j["iterations"]),
                      j["iterations"] * args.spi) for j in jobs]
     queues = tuple(float(x) for x in args.queues.split(",")) if args.queues else None
+    options = {} if queues is None else {"queues": queues}  # only tiresias-las takes queue thresholds
     run = RunSpec.flat(policy=args.policy, placement=args.placement, round_seconds=args.round_seconds,
-                       restart_overhead=overhead, event_driven=args.event_driven, queues=queues)
+                       restart_overhead=overhead, event_driven=args.event_driven, **options)
     result, _ = simulate(specs, cluster, model, run)
     t = result.table
     return {int(t.job_id[r]): float(t.finish[r] - t.submit[r]) for r in range(t.n)}, int(t.preemptions.sum())

@@ -186,3 +186,33 @@ def test_the_launcher_starts_nothing_without_a_lease(tmp_path: Path) -> None:
     part, proc = _launch(tmp_path, ["/bin/sh", "-c", f"touch {marker}"], {}, tmp_path / "no-such-lease.json")
     assert proc.wait(30) != 0 and not marker.exists()
     assert (read_exit(str(part)) or (0, 0, False, ""))[2]
+
+
+def test_a_stop_in_the_lease_file_reaches_the_job_as_sigterm_or_starts_nothing(tmp_path: Path) -> None:
+    """The server's graceful stop through the lease file (Slurm cannot signal a job it has not started): a running
+    job gets SIGTERM and checkpoints; a part asked to stop before it started its command starts none."""
+    path = tmp_path / lease.LEASE_FILE
+    lease.write(str(path), time.time(), 30.0, [])
+    started, termed = tmp_path / "started", tmp_path / "termed"
+    job = (f"import signal, sys, time; signal.signal(signal.SIGTERM, lambda *a: (open({str(termed)!r}, 'w'), "
+           f"sys.exit(75))); open({str(started)!r}, 'w'); time.sleep(60)")
+    part, proc = _launch(tmp_path, [sys.executable, "-c", job], {"PATH": os.environ["PATH"]}, path)
+    try:
+        deadline = time.monotonic() + 30
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        t0 = time.monotonic()
+        lease.write(str(path), time.time(), 30.0, [], [str(part)])
+        assert proc.wait(15) == 75 and time.monotonic() - t0 < 2 and termed.exists()
+    finally:
+        proc.kill()
+    code, _t, orphaned, _why = read_exit(str(part)) or (0, 0.0, True, "")
+    assert code == 75 and not orphaned
+
+    asked = tmp_path / "asked"
+    asked.mkdir()
+    started.unlink()
+    lease.write(str(path), time.time(), 30.0, [], [str(asked / "runs" / "7" / "part-0")])
+    part, proc = _launch(asked, [sys.executable, "-c", job], {"PATH": os.environ["PATH"]}, path)
+    assert proc.wait(30) == 75 and not started.exists()
+    assert (read_exit(str(part)) or (0,))[0] == 75

@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -225,3 +226,46 @@ def test_a_slurm_conf_that_would_let_slurm_decide_stops_the_server_with_one_line
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2 and len(lines) == 1 and "field 'RootOnly': RootOnly=NO on partition tess" in lines[0]
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_a_stop_asked_before_slurm_started_the_run_is_carried_out_at_once(slurm_one_host: Any, tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preemption decided while the run's Slurm job is still pending or configuring (issue 28, the sim-vs-real
+    gap of plain LAS): ``scancel --signal`` cannot reach such a job (Slurm answers "Job can not be altered now"
+    and scancel retries 5 s later, the controller blocked meanwhile; the job ran on, or was killed after the grace
+    period). The stop must not block the controller and must reach the run as soon as it starts: it then ends
+    with the preemption code without having started the job's command."""
+    from tesserae.job import PREEMPTED_EXIT_CODE
+    from tesserae.runtime.executor.protocol import Launch
+    from tesserae.runtime.slurm.executor import SlurmExecutor
+    from tesserae.runtime.store.database import Store
+
+    for key, value in slurm_one_host.env().items():
+        monkeypatch.setenv(key, value)
+    state = tmp_path / "state"
+    state.mkdir()
+    store = Store(state / "tesserae.db")
+    executor = SlurmExecutor("tess", grace_seconds=20.0, python=PY)
+    executor.prepare()
+    executor.open(state, store)
+    ran = tmp_path / "ran"
+    try:
+        times = []
+        for k in range(3):
+            run_dir = state / "jobs" / "1" / "runs" / str(k + 1)
+            argv = [PY, "-c", f"open({str(ran)!r}, 'a').write('ran\\n'); import time; time.sleep(60)"]
+            run = executor.spawn(Launch(argv, {}, tmp_path, tmp_path / "job.log", run_dir, 1, (0, 1, 2, 3)))
+            t0 = time.monotonic()
+            executor.terminate(run)  # at once: Slurm has not started the job yet
+            times.append(time.monotonic() - t0)
+            wait_for(lambda run=run: executor.exited(run), 15, 0.05, "the stopped run to end")
+            code, _ = executor.exit_code(run, run_dir)
+            ended = time.monotonic() - t0
+            executor.release(str(run_dir))
+            assert times[-1] < 1.0, f"terminate() blocked the controller for {times[-1]:.1f} s"
+            assert code == PREEMPTED_EXIT_CODE, (code, (run_dir / "part-0" / "slurm.out").read_text())
+            assert ended < 5.0, f"the run ended {ended:.1f} s after its stop was asked"
+        assert not ran.exists(), "the job's command started although its stop was asked before"
+    finally:
+        executor.close()
+        store.close()

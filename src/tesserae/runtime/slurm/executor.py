@@ -15,7 +15,9 @@
   privileged process.
 - **Stopping.** Preemption, migration and cancellation are ``scancel --batch --signal=TERM`` (the
   launcher forwards it to the job, which checkpoints), then, after the grace period,
-  ``scancel --full --signal=KILL`` and ``scancel``.
+  ``scancel --full --signal=KILL`` and ``scancel``. A job Slurm has not started yet cannot be
+  signalled, so every stop also goes through the lease file (``lease``), and ``scancel --signal``
+  only to parts the latest poll shows ``RUNNING``.
 - **Ends.** A part ends on its launcher's exit record (looked for every 0.1 s), on Slurm's word
   that its job ended where ``slurmd`` answers (``squeue``, polled every 0.5 s while runs are live),
   or at the end of its fence (``lease``). The gang rule is the Ray executor's.
@@ -90,6 +92,8 @@ class SlurmExecutor:
         self.cluster_name = ""
         #: part folder -> time.monotonic() when its revocation was written.
         self.revoked: dict[str, float] = {}
+        #: Part folders asked to stop (gracefully), in the lease file until their run's end is recorded.
+        self.stopping: set[str] = set()
         #: The longest lease a part may hold (an earlier server's may have been longer), and until when
         #: (time.monotonic()) the leases an earlier server granted may last.
         self.lease_max, self.inherited_end = lease_seconds, 0.0
@@ -195,12 +199,18 @@ class SlurmExecutor:
         return self._settle(found[0])
 
     def terminate(self, run: SlurmRun) -> None:
-        """SIGTERM to every part's launcher (``scancel --batch``), which forwards it to the job."""
+        """SIGTERM to every part's launcher, which forwards it to the job: through the lease file (at once, and
+        read by a launcher Slurm has not started yet), and ``scancel --batch`` to the parts Slurm runs."""
         run.stopping = True
+        live = [p for p in run.parts if not p.ended]
+        with self._lock:
+            self.stopping.update(p.part_dir for p in live)
+            self._write_lease()
         try:
-            self.slurm.cancel(run.live_ids(), signal="TERM", batch=True)
+            self.slurm.cancel(self._poller.snap.running(live), signal="TERM", batch=True)
         except SlurmError as e:
-            self.log(f"slurm: cannot signal {run.marker}: {e} (SIGKILL follows after the grace period)")
+            self.log(f"slurm: cannot signal {run.marker}: {e} (its lease file carries the stop; SIGKILL follows "
+                     "after the grace period)")
 
     def kill(self, run: SlurmRun) -> None:
         """SIGKILL every part through Slurm and revoke them (a part Slurm cannot reach stops on its own)."""
@@ -252,6 +262,7 @@ class SlurmExecutor:
             with self._lock:
                 for p in run.parts:
                     self.revoked.pop(p.part_dir, None)
+                    self.stopping.discard(p.part_dir)
 
     # ------------------------------------------------------------------ the server's life
     def prepare(self) -> None:
@@ -431,7 +442,7 @@ class SlurmExecutor:
         """Write the lease file now (caller holds the lock): a renewal of every part not revoked."""
         sent = time.time()
         try:
-            lease.write(self.lease_path, sent, self.lease_seconds, self.revoked)
+            lease.write(self.lease_path, sent, self.lease_seconds, self.revoked, self.stopping)
         except OSError as e:
             self.log(f"slurm: cannot write the lease file {self.lease_path}: {e.strerror}; runs stop when their "
                      "leases run out")
@@ -475,26 +486,7 @@ class SlurmExecutor:
 
     def _settle(self, run: SlurmRun) -> tuple[int | None, float | None]:
         """At reconciliation: wait until every part of a run that is not adopted has surely stopped (its record,
-        Slurm's word where slurmd answers, or its fence), then its exit."""
+        Slurm's word where slurmd answers, or its fence), then its exit (``takeover.settle``)."""
         deadline = max(self.inherited_end, max((self._fence_end(p) for p in run.parts if p.revoked_at is not None),
                                                default=0.0))
-        said = False
-        while True:
-            now = time.monotonic()
-            try:
-                snap = Snapshot(now, self.slurm.jobs(self.partition), now, None)
-            except SlurmError:
-                snap = Snapshot()
-            for p in run.parts:
-                if not p.ended:
-                    self._judge(run, p, snap, now)
-            if all(p.ended for p in run.parts) or now >= deadline:
-                break
-            if not said:
-                said = True
-                self.log(f"slurm: waiting up to {deadline - now:.0f} s for {run.marker} to stop (its record, or its "
-                         "lease)")
-            time.sleep(0.25)
-        for p in run.parts:
-            p.end(None, None, True)
-        return run.conclude()
+        return takeover.settle(run, lambda: self.slurm.jobs(self.partition), self._judge, deadline, self.log)

@@ -20,6 +20,10 @@ output appended to the job's log (rank 0's part) or ``PART_DIR/output.log``; SIG
 (``scancel --batch --signal=TERM``: the server's preemption); the copies' leftovers killed at the
 end; the exit code written to ``PART_DIR/exit.json`` before it exits.
 
+A stop the server asked through the lease file (``lease``: Slurm could not signal the job yet) is
+the same SIGTERM, forwarded within 0.25 s of its read; asked before the copies started, it starts
+none and exits with the preemption code (the job made no progress to save).
+
 Its lease (``lease``): read every 0.25 s on a thread of its own; when the server revokes the part
 or the lease runs out, the launcher kills every process of the part, records ``orphaned`` and
 exits (``ray_launcher.fence``). It starts nothing without a lease.
@@ -31,12 +35,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
+from tesserae.job import PREEMPTED_EXIT_CODE
 from tesserae.runtime.executor import node_net
 from tesserae.runtime.job import files as job_files
 from tesserae.runtime.launch import procs
@@ -143,6 +149,11 @@ def main(argv: list[str]) -> int:
               "rank-0 part never started); the run is requeued", flush=True)
         write_exit(part_dir, -9, orphaned=True, why="no MASTER_PORT")
         return 1
+    if lease.stop_asked:
+        print("tesserae: the server stopped this run before it started (preempted while Slurm was starting it)",
+              flush=True)
+        write_exit(part_dir, PREEMPTED_EXIT_CODE, orphaned=False)
+        return status_code(PREEMPTED_EXIT_CODE)
     account = parse_account(spec["account"]) if spec.get("account") else None
     try:
         os.chdir(spec["cwd"])
@@ -153,10 +164,14 @@ def main(argv: list[str]) -> int:
     copies.start(spec["argv"], _envs(spec, port, part_dir), _child_setup(None, account),
                  "" if account is None else f" as uid {account[0]}")
     next_watch = [0.0]
+    forwarded = [False]
 
     def watch(now: float) -> None:
         if now >= next_watch[0]:
             next_watch[0] = now + _WATCH
+            if lease.stop_asked and not forwarded[0]:
+                forwarded[0] = True
+                copies.forward(signal.SIGTERM)
             why = lease.why_stop(now)
             if why is not None:
                 fence(copies, part_dir, why, procs.MARKER_VAR, part_dir)

@@ -4,7 +4,8 @@ Slurm cannot stop a job on a node whose ``slurmd`` is dead or cut off: the job's
 and its processes go on, while ``slurmctld`` marks the job ``NODE_FAIL`` and forgets it. So every
 part of a run holds a lease that only the server renews. The server writes one file on the shared
 state folder, ``STATE/slurm-lease.json`` = ``{"sent": its time.time(), "seconds": LEASE, "revoked":
-[part folders]}``, at least every ``RENEW_EVERY`` seconds (and at once when it revokes a part).
+[part folders], "stop": [part folders]}``, at least every ``RENEW_EVERY`` seconds (and at once when it
+revokes a part or asks one to stop).
 Each part's launcher (``launcher``, root on its node) reads it every 0.25 s on a thread of its own
 (a read that hangs, as on a cut-off NFS mount, renews nothing): its lease ends ``seconds`` after
 the ``sent`` of the last file it read (``ray_lease.grant``: from the server's sending time, never
@@ -16,6 +17,13 @@ launcher's record, is revoked; it is written off, and its job started elsewhere,
 evidence (its launcher's exit record) or once ``LEASE + MARGIN`` have passed since the
 revocation was written: by then it has stopped, whether it read the revocation or nothing at all.
 A restarted server counts from the last renewal its predecessor recorded in the store.
+
+``stop`` carries the server's graceful stops (preemption, migration, cancellation) to the parts
+Slurm cannot signal yet: ``scancel --signal`` reaches only a job Slurm runs; one still pending or
+being configured is refused ("Job can not be altered now"), and ``scancel`` then sleeps 5 s and
+retries. A launcher that finds its part in ``stop`` before it started the job's command starts
+nothing and exits with the preemption code; after, it forwards SIGTERM to the command, as for
+``scancel --signal``.
 
 Standard library only: the launcher imports it.
 """
@@ -39,21 +47,23 @@ RENEW_EVERY = 0.5
 _CAP = 1 << 22
 
 
-def write(path: str, sent: float, seconds: float, revoked: Iterable[str]) -> None:
+def write(path: str, sent: float, seconds: float, revoked: Iterable[str], stop: Iterable[str] = ()) -> None:
     """Replace the lease file atomically (root's, 0600: only the server and the launchers read it)."""
     tmp = f"{path}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({"sent": sent, "seconds": seconds, "revoked": sorted(revoked)}, f)
+        json.dump({"sent": sent, "seconds": seconds, "revoked": sorted(revoked), "stop": sorted(stop)}, f)
     os.replace(tmp, path)
 
 
-def read(path: str) -> tuple[float, float, frozenset[str]] | None:
-    """(sent, seconds, revoked part folders) of the lease file, or None when it cannot be read."""
+def read(path: str) -> tuple[float, float, frozenset[str], frozenset[str]] | None:
+    """(sent, seconds, revoked part folders, part folders asked to stop) of the lease file, or None when it
+    cannot be read."""
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         with open(path, "rb") as f:
             doc = json.loads(f.read(_CAP))
-        return float(doc["sent"]), float(doc["seconds"]), frozenset(str(p) for p in doc["revoked"])
+        return (float(doc["sent"]), float(doc["seconds"]), frozenset(str(p) for p in doc["revoked"]),
+                frozenset(str(p) for p in doc.get("stop", ())))
     return None
 
 
@@ -64,15 +74,19 @@ class Lease:
         self.path, self.part_dir = path, part_dir
         self.until: float | None = None  # time.monotonic() at which the lease ends
         self.revoked = False
+        #: The server asked this part to stop (gracefully: SIGTERM to the job, which checkpoints).
+        self.stop_asked = False
 
     def refresh(self) -> bool:
         """Read the file once; False when it could not be read (the lease is then not extended)."""
         doc = read(self.path)
         if doc is None:
             return False
-        sent, seconds, revoked = doc
+        sent, seconds, revoked, stop = doc
         if self.part_dir in revoked:
             self.revoked = True
+        if self.part_dir in stop:
+            self.stop_asked = True
         end = grant(sent, seconds)
         if end is not None and (self.until is None or end > self.until):
             self.until = end

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tesserae.runtime.slurm import lease
 from tesserae.runtime.slurm.commands import JobState, Slurm, SlurmError
+from tesserae.runtime.slurm.runs import Part
 
 #: Poll intervals (s): the partition's jobs while runs are live, otherwise; its nodes.
 JOBS_EVERY, IDLE_EVERY, NODES_EVERY = 0.5, 2.0, 1.0
@@ -25,6 +26,12 @@ class Snapshot:
     jobs: dict[int, JobState] = field(default_factory=dict)
     nodes_at: float = -1.0
     nodes: list[dict[str, str]] | None = None
+
+    def running(self, parts: Iterable[Part]) -> list[int]:
+        """Slurm ids of the ``parts`` this poll (taken after their submission) shows ``RUNNING``: the ones
+        ``scancel --signal`` reaches (a pending or configuring job is refused, and scancel retries 5 s later)."""
+        return [p.slurm_id for p in parts if p.slurm_id is not None and self.jobs_at > p.submitted
+                and (st := self.jobs.get(p.slurm_id)) is not None and st.state == "RUNNING"]
 
 
 class PartitionPoller:

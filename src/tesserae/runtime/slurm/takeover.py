@@ -5,12 +5,13 @@ revoked before this server renews any lease (``executor.SlurmExecutor.open``).""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from tesserae.runtime.slurm.commands import JobState
+from tesserae.runtime.slurm.commands import JobState, SlurmError
 from tesserae.runtime.slurm.nodes import Roster
-from tesserae.runtime.slurm.runs import SlurmRun, read_exit
+from tesserae.runtime.slurm.poller import Snapshot
+from tesserae.runtime.slurm.runs import Part, SlurmRun, read_exit
 
 #: Slurm job states in which a part may still run.
 ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "SUSPENDED", "RESIZING", "SIGNALING",
@@ -38,3 +39,29 @@ def still_running(run: SlurmRun, revoked: Sequence[bool], jobs: dict[int, JobSta
         alive = alive and rec is None and not was_revoked and job is not None and job.state in ACTIVE \
             and node is not None and node.usable and all(k in gid for k in p.plan.keys)
     return alive
+
+
+def settle(run: SlurmRun, jobs: Callable[[], dict[int, JobState]],
+           judge: Callable[[SlurmRun, Part, Snapshot, float], None], deadline: float,
+           log: Callable[[str], None]) -> tuple[int | None, float | None]:
+    """Wait until every part of ``run`` (not adopted) has ended on the evidence ``judge`` reads from fresh polls
+    of ``jobs``, or until ``deadline`` (``time.monotonic()``: its fence); then the run's exit."""
+    said = False
+    while True:
+        now = time.monotonic()
+        try:
+            snap = Snapshot(now, jobs(), now, None)
+        except SlurmError:
+            snap = Snapshot()
+        for p in run.parts:
+            if not p.ended:
+                judge(run, p, snap, now)
+        if all(p.ended for p in run.parts) or now >= deadline:
+            break
+        if not said:
+            said = True
+            log(f"slurm: waiting up to {deadline - now:.0f} s for {run.marker} to stop (its record, or its lease)")
+        time.sleep(0.25)
+    for p in run.parts:
+        p.end(None, None, True)
+    return run.conclude()
