@@ -295,14 +295,15 @@ SLURM_RUN = ("Slurm executor: real slurmctld and slurmd daemons started for the 
 
 
 SLURM_STOPS = (
-    "Before the lease file carried stops (issue 28), plain `las` missed here by 91% (seed 1: real 129.0 s, sim "
-    "246.8 s, preemptions 64 / 151). Traced run by run: LAS preempts a run a tenth of a second after starting it "
-    "when a job arrives, while its Slurm job is still pending or configuring; Slurm refuses to signal such a job "
-    "(\"Job can not be altered now\"), `scancel` sleeps 5 s and retries, and meanwhile the controller was blocked, "
-    "the preempted job ran on (or until SIGKILL after the 10 s grace period) and no decision was taken. Stop asked "
-    "-> run ended was then 1.98 s on average and 10.19 s at most (0.29 / 1.24 s after the fix, same seed); the "
-    "real run took a decision every ~5 s instead of at each event, and the stalls inflated the measured overhead "
-    "to 3.31 s, which the simulator then charged to every start.")
+    "Before the lease file carried stops (issue 28), plain `las` missed here by 91% (seed 1, the previous round: "
+    "real 129.0 s, sim 246.8 s, preemptions 64 / 151). Traced run by run (seed 1 again before the fix: real 95.1 s, "
+    "sim 198.2 s, preemptions 52 / 124): LAS preempts a run a tenth of a second after starting it when a job "
+    "arrives, while its Slurm job is still pending or configuring; Slurm refuses to signal such a job (\"Job can "
+    "not be altered now\"), `scancel` sleeps 5 s and retries, and meanwhile the controller was blocked, the "
+    "preempted job ran on (or until SIGKILL after the 10 s grace period) and no decision was taken. Stop asked -> "
+    "run ended was 1.98 s on average and 10.19 s at most (0.29 / 1.24 s after the fix, same seed); the real run "
+    "decided every ~5 s instead of at each event, and the stalls inflated the measured overhead (2.86 s, 1.43 s "
+    "after the fix), which the simulator charges to every start.")
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
