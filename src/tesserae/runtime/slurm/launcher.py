@@ -164,13 +164,11 @@ def main(argv: list[str]) -> int:
     copies.start(spec["argv"], _envs(spec, port, part_dir), _child_setup(None, account),
                  "" if account is None else f" as uid {account[0]}")
     next_watch = [0.0]
-    forwarded = [False]
 
     def watch(now: float) -> None:
         if now >= next_watch[0]:
             next_watch[0] = now + _WATCH
-            if lease.stop_asked and not forwarded[0]:
-                forwarded[0] = True
+            if lease.stop_asked and not copies.pending:  # once, unless scancel's SIGTERM came first
                 copies.forward(signal.SIGTERM)
             why = lease.why_stop(now)
             if why is not None:
