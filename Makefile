@@ -50,8 +50,9 @@ test-fast: $(STAMP)
 # script runs our side of every recorded case again and fails on any difference in a figure that
 # is not a timing, or in the page it renders. Not part of `make test`: about two hours of one core
 # (the placement study's 435 simulations are most of it). GAVEL_TRACES: the Gavel traces that
-# docs/reproduction/gavel.md lists (written by Gavel's own generator; not in this repository).
-GAVEL_TRACES ?= ../shared/data/gavel/fidelity
+# docs/reproduction/gavel.md lists (written by Gavel's own generator; committed as data, with their
+# commands and SHA-256, in benchmarks/inputs/gavel/).
+GAVEL_TRACES ?= benchmarks/inputs/gavel
 reproduce-check: $(STAMP)
 	$(BIN)/python benchmarks/tiresias_fidelity.py check
 	$(BIN)/python benchmarks/gavel_fidelity.py --check --traces $(GAVEL_TRACES)
