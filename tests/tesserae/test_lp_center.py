@@ -82,3 +82,24 @@ def test_no_blas_on_the_way(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(np.linalg, "solve", refuse)
     G, h = maxmin_lp(np.array([[1.0, 2.0], [2.0, 1.0]]), np.ones(2), np.array([1.0, 1.0]))
     central_max_min(G, h, border=2)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from([2, 3]), st.integers(1, 6), st.integers(0, 2**31 - 1), st.booleans())
+def test_small_blocks_written_out_give_the_same_bits(s: int, K: int, seed: int, definite: bool) -> None:
+    # The 2 x 2 and 3 x 3 factorisations (every job's block and the 3-type border of Gavel's plain
+    # LP) are the general loop written out: the same values bit for bit, or the same refusal.
+    from tesserae.scheduling._lp_center import _inverse_cholesky, _inverse_cholesky_any
+
+    rng = np.random.default_rng(seed)
+    b = rng.normal(size=(K, s, s)) * 10.0 ** rng.integers(-6, 6, size=(K, 1, 1))
+    a = np.einsum("kij,klj->kil", b, b) + (1e-9 if definite else -1.0) * np.eye(s)
+    try:
+        want = _inverse_cholesky_any(a)
+    except np.linalg.LinAlgError:
+        with pytest.raises(np.linalg.LinAlgError):
+            _inverse_cholesky(a)
+        return
+    got = _inverse_cholesky(a)
+    assert got.shape == want.shape
+    assert np.array_equal(got.view(np.uint64), want.view(np.uint64))  # bits, signed zeros included

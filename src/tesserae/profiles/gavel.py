@@ -12,6 +12,7 @@ get the built-in model's (:data:`tesserae.profiles.restart_model.GAVEL`, from Ga
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from pathlib import Path
 from typing import Any
@@ -75,15 +76,22 @@ def gavel_from_document(doc: Any, source: str = "<gavel>") -> TableModel:
 
 
 def _parse_job_key(key: str, source: str, field: str) -> tuple[str, int]:
-    try:
-        value = ast.literal_eval(key)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        value = None
+    value = _literal(key)
     if (not isinstance(value, tuple) or len(value) != 2 or not isinstance(value[0], str)
             or not isinstance(value[1], int) or isinstance(value[1], bool) or value[1] < 1):
         raise InputError(f"expected a key like \"('ResNet-50 (batch size 32)', 2)\", got {key!r}",
                          path=source, field=field)
     return value[0], value[1]
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal(key: str) -> Any:
+    """``ast.literal_eval`` of a job key, None if it is not a literal. Cached: Gavel's table names each
+    job key once per GPU type and once per partner (10,830 parses of a few hundred keys)."""
+    try:
+        return ast.literal_eval(key)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
 
 
 def _number(value: Any, source: str, field: str) -> float:

@@ -197,19 +197,22 @@ class _Problem:
     def centre(self, v: np.ndarray, t: float) -> np.ndarray:
         """Newton's method on -t z - sum wr log(h - G v) - sum wc log x from the strictly feasible ``v``."""
         n, gz, wr, wc = self.n, self.gz, self.wr, self.wc
+        # Weights of 1 (every LP but the class LP) multiply or divide nothing: the same values.
+        unit = bool((wr == 1.0).all() and (wc == 1.0).all())
         for _ in range(_MAX_NEWTON):
             x = v[:n]
             s = self.slack(v)
             inv_s = 1.0 / s
-            gx = self.gxt(wr * inv_s) - wc / x
-            gzv = -t + _dot(gz, wr * inv_s)
-            x2 = x * x / wc
+            w_inv_s = inv_s if unit else wr * inv_s
+            gx = self.gxt(w_inv_s) - wc / x
+            gzv = -t + _dot(gz, w_inv_s)
+            x2 = x * x if unit else x * x / wc
             # Hxx = Gx' W S^-2 Gx + Wc X^-2; Hxx^-1 by Woodbury through M = S^2/W + Gx X^2/Wc Gx'.
             try:
-                factor = self.factor(x2, s * s / wr)
+                factor = self.factor(x2, s * s if unit else s * s / wr)
             except np.linalg.LinAlgError:
                 break
-            w2 = gz * wr * inv_s * inv_s
+            w2 = (gz if unit else gz * wr) * inv_s * inv_s
             hxz = self.gxt(w2)
             hzz = _dot(gz, w2)
             ys = (x2 * gx, x2 * hxz)
@@ -223,7 +226,7 @@ class _Problem:
             if decrement / 2 <= 1e-10:
                 break
             gd = self.gx(dx) + gz * dz
-            step = _line_search(s, gd, x, dx, t, dz, -decrement, wr, wc)
+            step = _line_search(s, gd, x, dx, t, dz, -decrement, None if unit else wr, None if unit else wc)
             if step <= 1e-12:
                 break
             v = v + step * np.append(dx, dz)
@@ -299,23 +302,87 @@ def _inverse_cholesky(a: np.ndarray) -> np.ndarray:
     depend on the CPU. Raises LinAlgError when a pivot is not positive.
     """
     s = a.shape[1]
+    if s == 2:
+        return _inverse_cholesky_2(a)
+    if s == 3:
+        return _inverse_cholesky_3(a)
+    return _inverse_cholesky_any(a)
+
+
+def _inverse_cholesky_any(a: np.ndarray) -> np.ndarray:
+    """``_inverse_cholesky`` of blocks of any size (the written-out 2 x 2 and 3 x 3 ones give the
+    same values, bit for bit: tests/tesserae/test_lp_center.py)."""
+    s = a.shape[1]
     red = np.add.reduce
     L = np.zeros_like(a)
     inv = np.zeros_like(a)
     diag = np.empty(a.shape[:2])
     with np.errstate(invalid="ignore", divide="ignore"):
         for j in range(s):
-            v = a[:, j:, j] - red(L[:, j:, :j] * L[:, j:j + 1, :j], axis=2)
+            # The sums over k < j: none for j = 0 (0.0, as add.reduce of nothing), one term for j = 1
+            # (add.reduce of one term is that term): written out, the same values in fewer calls.
+            if j == 0:
+                v = a[:, :, 0] - 0.0
+                acc = np.zeros((a.shape[0], s))
+            elif j == 1:
+                v = a[:, 1:, 1] - L[:, 1:, 0] * L[:, 1:2, 0]
+                acc = L[:, 1, 0, None] * inv[:, 0, :]
+            else:
+                v = a[:, j:, j] - red(L[:, j:, :j] * L[:, j:j + 1, :j], axis=2)
+                acc = red(L[:, j, :j, None] * inv[:, :j, :], axis=1)
             root = np.sqrt(v[:, 0])
             diag[:, j] = root
             L[:, j, j] = root
             L[:, j + 1:, j] = v[:, 1:] / root[:, None]
             # Row j of L^-1: (e_j - L[j, :j] L^-1[:j]) / L[j, j].
-            acc = red(L[:, j, :j, None] * inv[:, :j, :], axis=1)
             acc[:, j] -= 1.0
             inv[:, j, :] = acc / -root[:, None]
     if not (diag > 0).all() or not np.isfinite(diag).all() or not np.isfinite(inv).all():
         raise np.linalg.LinAlgError("not numerically positive definite")  # a NaN pivot propagates to the last
+    return inv
+
+
+def _inverse_cholesky_2(a: np.ndarray) -> np.ndarray:
+    """``_inverse_cholesky`` of 2 x 2 blocks (every job's block in Gavel's plain LP), its operations
+    written out: the same values, bit for bit, in a few calls instead of two passes of slicing."""
+    a00, a10, a11 = a[:, 0, 0], a[:, 1, 0], a[:, 1, 1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r0 = np.sqrt(a00)
+        n0 = -r0
+        l10 = a10 / r0
+        i00 = -1.0 / n0
+        i01 = 0.0 / n0
+        r1 = np.sqrt(a11 - l10 * l10)
+        n1 = -r1
+        inv = np.stack([i00, i01, (l10 * i00) / n1, (l10 * i01 - 1.0) / n1], axis=1).reshape(-1, 2, 2)
+    diag = np.concatenate([r0, r1])
+    if not (diag > 0).all() or not np.isfinite(diag).all() or not np.isfinite(inv).all():
+        raise np.linalg.LinAlgError("not numerically positive definite")
+    return inv
+
+
+def _inverse_cholesky_3(a: np.ndarray) -> np.ndarray:
+    """``_inverse_cholesky`` of 3 x 3 blocks (the border of three GPU types), written out as
+    ``_inverse_cholesky_2``; its sums have at most two terms, whose order cannot change them."""
+    a00, a10, a20, a11, a21, a22 = a[:, 0, 0], a[:, 1, 0], a[:, 2, 0], a[:, 1, 1], a[:, 2, 1], a[:, 2, 2]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r0 = np.sqrt(a00)
+        n0 = -r0
+        l10, l20 = a10 / r0, a20 / r0
+        i00, i01, i02 = -1.0 / n0, 0.0 / n0, 0.0 / n0
+        r1 = np.sqrt(a11 - l10 * l10)
+        n1 = -r1
+        l21 = (a21 - l20 * l10) / r1
+        i10, i11, i12 = (l10 * i00) / n1, (l10 * i01 - 1.0) / n1, (l10 * i02) / n1
+        r2 = np.sqrt(a22 - (l20 * l20 + l21 * l21))
+        n2 = -r2
+        i20 = (l20 * i00 + l21 * i10) / n2
+        i21 = (l20 * i01 + l21 * i11) / n2
+        i22 = ((l20 * i02 + l21 * i12) - 1.0) / n2
+        inv = np.stack([i00, i01, i02, i10, i11, i12, i20, i21, i22], axis=1).reshape(-1, 3, 3)
+    diag = np.concatenate([r0, r1, r2])
+    if not (diag > 0).all() or not np.isfinite(diag).all() or not np.isfinite(inv).all():
+        raise np.linalg.LinAlgError("not numerically positive definite")
     return inv
 
 
@@ -326,7 +393,7 @@ def _apply(inv: np.ndarray, f: np.ndarray) -> np.ndarray:
 
 
 def _line_search(s: np.ndarray, gd: np.ndarray, x: np.ndarray, dx: np.ndarray, t: float, dz: float,
-                 slope0: float, wr: np.ndarray, wc: np.ndarray) -> float:
+                 slope0: float, wr: np.ndarray | None, wc: np.ndarray | None) -> float:
     """A step along (dx, dz) near the barrier's minimum on that line, before it, strictly inside.
 
     The barrier is convex along the line, so its slope rises: take the largest step that stays
@@ -345,7 +412,8 @@ def _line_search(s: np.ndarray, gd: np.ndarray, x: np.ndarray, dx: np.ndarray, t
     def slope(a: float) -> tuple[float, float]:
         us = gd / (s - a * gd)
         ux = dx / (x + a * dx)
-        wus, wux = wr * us, wc * ux
+        wus = us if wr is None else wr * us  # None: weights of 1
+        wux = ux if wc is None else wc * ux
         return -t * dz + float(np.add.reduce(wus)) - float(np.add.reduce(wux)), _dot(wus, us) + _dot(wux, ux)
 
     a = top
