@@ -85,10 +85,20 @@ def test_learning_reports_its_costs_and_errors(summaries: dict[str, dict]) -> No
     # than on a trace; the 3% target is measured by benchmarks/reproduce_learned.py
     assert 0.0 <= s["exploration_share"] <= 0.08
     assert s["estimator"]["rejected_total"] == 0 and s["estimator"]["observations"] > 0
-    # Harmful pairs form (the flat+flat pairs) and nearly all are split within two rounds; a pair is judged
-    # only once both jobs were measured alone on its GPU type, so one whose newcomer never ran alone can stay.
+    # Harmful pairs form (the flat+flat pairs) and nearly all are split within two rounds (a job measured only
+    # in pairs runs alone once before it is paired again, so that its pairs can be judged).
     assert s["harmful_pairs"] >= 20 and s["harmful_pairs_kept"] <= 0.05 * s["harmful_pairs"]
+    assert 0.0 < s["harmful_pair_share"] < s["paired_share"] <= 1.0
     assert s["learned_classes_max"] >= 2
+
+
+def test_alone_rates_given_leave_only_the_pairs_to_learn(summaries: dict[str, dict]) -> None:
+    """``learned_alone = 'given'`` (how Gavel's estimator runs): every job's alone rates are exact from its
+    arrival, so its first placement's rate is right unless it is paired; the pairs are still learned."""
+    s = run("learned", learned_alone="given")
+    assert s["completed"] == 120
+    assert s["estimate_error"]["0"]["median"] < 0.01 < summaries["learned"]["estimate_error"]["0"]["median"]
+    assert s["estimate_error_paired"]["1"]["n"] > 0 and s["vetoed_pairs"] > 0
 
 
 def test_learned_is_not_worse_than_no_information(summaries: dict[str, dict]) -> None:

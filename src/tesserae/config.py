@@ -89,6 +89,9 @@ class RunSpec(BaseModel):
     #: (GPU-seconds exploring per GPU-second run).
     learned_hints: bool = True
     explore_budget: float = Field(0.1, ge=0, le=1, allow_inf_nan=False)
+    #: learned: 'given' tells the estimator each job's true alone rate on every GPU type at arrival (what
+    #: Gavel's estimator assumes), so that a study can tell what learning alone rates costs from the rest.
+    learned_alone: Literal["learned", "given"] = "learned"
 
     @classmethod
     def flat(cls, **settings: Any) -> RunSpec:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import copy
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -60,6 +60,9 @@ class LearnedScheduler(Scheduler):
         self.class_counts: list[int] = []
         ref = estimator.prior_model.reference_gpu_type
         self._ref = estimator.type_index.get(ref, 0)
+        #: Called with the rows seen for the first time and their table, right after they are registered
+        #: (the simulator's ``learned_alone = 'given'`` tells the estimator their alone rates there).
+        self.on_register: Callable[[np.ndarray, JobTable], None] | None = None
 
     @classmethod
     def wrap(cls, inner: Scheduler, estimator: RateEstimator) -> LearnedScheduler:
@@ -140,6 +143,8 @@ class LearnedScheduler(Scheduler):
             self._slot_of_row[new] = est.register_many(table.job_id[new], table.num_gpus[new], declared)
             added = self._slot_of_row[new]
             self.keys.reset(added)
+            if self.on_register is not None:
+                self.on_register(new, table)
             slots = self._slot_of_row[rows]
         return slots
 

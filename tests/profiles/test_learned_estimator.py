@@ -172,6 +172,48 @@ def test_a_stall_next_to_a_partner_vetoes_the_pair() -> None:
     assert est.estimate(1, "v100", partner=2).rate <= 10.0 * 0.1
 
 
+def test_a_pair_on_a_type_its_jobs_never_ran_alone_on_is_judged() -> None:
+    """Newcomers to a GPU type: two jobs measured alone only on k80, then paired on v100 and slower there
+    together than alone (judged against what their k80 runs say of their v100 rates, not against the
+    pair's own figures): vetoed. A pair there that shares well is not."""
+    est = RateEstimator(TYPES)
+    for j in (1, 2, 3, 4):
+        est.register(j, 1)
+        feed(est, j, "k80", 5.0)
+    alone = est.estimate(3, "v100").rate
+    assert alone > 5.0  # the built-in model's shape: v100 is faster than k80
+    feed(est, 1, "v100", 1.0, partner=2)  # 0.2 x its k80 rate, and less of its v100 one
+    feed(est, 2, "v100", 1.0, partner=1)
+    feed(est, 3, "v100", 0.8 * alone, partner=4)
+    feed(est, 4, "v100", 0.8 * alone, partner=3)
+    assert est.vetoes == 1
+    tags = est.tags(np.array([est.slot(j) for j in (1, 2, 3, 4)]))
+    assert set(tags[0][tags[0] >= 0]) & set(tags[1][tags[1] >= 0])
+    assert not (tags[2:] >= 0).any()
+
+
+def test_a_job_measured_only_in_pairs_is_kept_alone_until_measured_then_judged() -> None:
+    """Two jobs paired on arrival have no alone rate to judge their pair against: they are shown as unable
+    to share until one alone run each, after which the harmful pair is vetoed."""
+    est = RateEstimator(("v100",))
+    for j in (1, 2):
+        est.register(j, 1)
+    feed(est, 1, "v100", 2.0, partner=2)
+    feed(est, 2, "v100", 2.0, partner=1)
+    slots = np.array([est.slot(1), est.slot(2)])
+    shown = est.presented(slots)
+    model = ClassModel(("v100",))
+    keys = ClassKeys(1)
+    keys.update(slots, shown["x"], shown["runnable"], shown["a"], shown["b"], shown["spread"], shown["tags"])
+    k1, k2 = keys.key(int(slots[0])), keys.key(int(slots[1]))
+    assert model.rate(k1, 1, "v100", partner=(k2, 1)) <= est.config.pair_floor * model.rate(k1, 1, "v100")
+    assert shown["alone_first"].all() and est.vetoes == 0
+    feed(est, 1, "v100", 10.0)
+    feed(est, 2, "v100", 10.0)
+    assert not est.presented(slots)["alone_first"].any()
+    assert est.vetoes == 1
+
+
 def test_exploration_bonus_needs_a_measurement_an_unmeasured_type_and_budget() -> None:
     est = RateEstimator(TYPES, config=LearnedConfig(explore_budget=0.05, probe_seconds=300.0))
     est.register(1, 2)

@@ -430,8 +430,14 @@ class RateEstimator(Observing, Fitting, Persistence):
         pair_explore = ran & room & ~self.shared[slots]
         pair_sd = np.sqrt(self.a_v[slots] + self.pair_var)
         pb = np.where(pair_explore, cfg.explore_bonus * np.minimum(pair_sd, fit.PAIR_MEAN_SD), 0.0)
-        return {"x": m + bonus, "mean": m, "bonus": bonus > 0, "a": self.a_m[slots] + self.pair_mu + pb,
-                "b": self.b_m[slots] + pb, "pair_bonus": pair_explore, "spread": self.sp_m[slots],
+        # A job that has run only next to partners has no alone rate to judge its pairs against (a veto
+        # needs one, ``_veto``): it is shown as unable to share until one alone run has measured it.
+        alone_first = self.shared[slots] & ~(cnt > 0).any(axis=1)
+        floor = 2.0 * math.log(cfg.pair_floor)
+        a = np.where(alone_first, floor, self.a_m[slots] + self.pair_mu + pb)
+        b = np.where(alone_first, floor, self.b_m[slots] + pb)
+        return {"x": m + bonus, "mean": m, "bonus": bonus > 0, "a": a, "b": b, "pair_bonus": pair_explore,
+                "alone_first": alone_first, "spread": self.sp_m[slots],
                 "runnable": self.runnable[slots].copy(), "tags": self.tags(slots)}
 
     def describe(self, job_id: int) -> dict[str, Any]:

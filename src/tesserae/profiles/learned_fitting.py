@@ -187,15 +187,29 @@ class Fitting:
         if e.size == 0:
             return
         T, cap = self.T, self._cap
-        factor = np.where(stalled, 0.0, np.exp(np.minimum(ybar - self.m[pj, pt], 0.0)))
+        alone = self.m[pj, pt].copy()
+        # A job never measured alone on the pair's type (a newcomer paired on arrival, or moved there in a
+        # pair): its posterior there is fitted from the pair's own figures, so the pair would look as good
+        # as its rate, and it would never be judged. Its reference is the estimate from its alone runs on
+        # the other types (the prior's shape carries them over) and its prior, without the pair data.
+        here = self.cnt[pj, pt] > 0
+        if not here.all():
+            need = np.unique(pj[~here])
+            mu, sig = self._priors(need)
+            m_alone, _ = fit.gaussian_posterior(mu, np.linalg.inv(sig), self.cnt[need] / self.tau2,
+                                                self.s1[need] / self.tau2)
+            m_alone = fit.clamp_shape(m_alone, self.shape[need], math.log(self.config.ratio_bound))
+            alone[~here] = m_alone[np.searchsorted(need, pj[~here]), pt[~here]]
+        factor = np.where(stalled, 0.0, np.exp(np.minimum(ybar - alone, 0.0)))
         key = (pj * cap + pp) * T + pt
         back = (pp * cap + pj) * T + pt
         order = np.argsort(key, kind="stable")
         at = np.clip(np.searchsorted(key[order], back), 0, key.size - 1)
         other = order[at]
-        # Judged only where both jobs' alone rates on that type were measured (else a factor says little).
-        known = (self.cnt[pj, pt] > 0) & (self.cnt[pp, pt] > 0)
-        mutual = (key[other] == back) & (pj < pp) & known
+        # Judged where both jobs were measured alone on some GPU type (a job measured only in pairs is shown
+        # as unable to share until it is: ``presented``); else a factor says little.
+        has_alone = (self.cnt[pj] > 0).any(axis=1) & (self.cnt[pp] > 0).any(axis=1)
+        mutual = (key[other] == back) & (pj < pp) & has_alone
         bad = mutual & (factor + factor[other] < 1.0)
         for s, p in zip(pj[bad].tolist(), pp[bad].tolist(), strict=True):
             if (s, p) in self._vetoed:

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from tesserae.core.cluster import Cluster
+from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec
 from tesserae.core.plan import Assignment
 from tesserae.core.throughput import ThroughputModel
@@ -76,6 +77,8 @@ class Learning:
         if self.mode == "learned":
             assert self.estimator is not None
             self.scheduler = LearnedScheduler.wrap(inner, self.estimator)
+            if self.observer is not None and self.observer.given_alone:
+                self.scheduler.on_register = self.observer.give_alone
         elif self.mode == "generic":
             self.scheduler = GenericScheduler.wrap(inner)
         else:
@@ -101,7 +104,7 @@ class Learning:
 
 def prepare(mode: str, specs: list[JobSpec] | tuple[JobSpec, ...], cluster: Cluster, model: ThroughputModel, *,
             rate_noise: float = 0.0, rate_variation: float = 0.0, hints: bool = True, explore_budget: float = 0.1,
-            round_seconds: float = 300.0, seed: int | None = None) -> Learning:
+            round_seconds: float = 300.0, seed: int | None = None, given_alone: bool = False) -> Learning:
     """The information mode ``mode`` for a run of ``specs`` on ``cluster`` whose true rates are ``model``."""
     if mode not in MODES:
         raise ValueError(f"throughputs must be one of {', '.join(MODES)}, got {mode!r}")
@@ -114,17 +117,20 @@ def prepare(mode: str, specs: list[JobSpec] | tuple[JobSpec, ...], cluster: Clus
     cfg = LearnedConfig(hints=hints, explore_budget=explore_budget, probe_seconds=round_seconds)
     estimator = RateEstimator(cluster.gpu_types, prior, cfg)
     scheduler_model = ClassModel(cluster.gpu_types, prior.reference_gpu_type, pair_floor=cfg.pair_floor)
-    observer = LearningObserver(estimator, rate_noise, seed)
+    observer = LearningObserver(estimator, rate_noise, seed, model if given_alone else None)
     return Learning(mode, model, scheduler_model, factor, estimator, observer)
 
 
 class LearningObserver:
     """Observations from the simulated runs, and the learning figures of the report (module docstring)."""
 
-    def __init__(self, estimator: RateEstimator, rate_noise: float, seed: int | None) -> None:
+    def __init__(self, estimator: RateEstimator, rate_noise: float, seed: int | None,
+                 given_alone: ThroughputModel | None = None) -> None:
         if not (math.isfinite(rate_noise) and rate_noise >= 0):
             raise ValueError(f"rate noise must be >= 0, got {rate_noise!r}")
         self.estimator = estimator
+        #: The truth whose alone rates the estimator is told at each job's arrival (None: it learns them).
+        self.given_alone = given_alone
         self.noise = rate_noise
         self.rng = np.random.default_rng([0 if seed is None else int(seed), 2502])
         self.scheduler: LearnedScheduler | None = None
@@ -139,6 +145,9 @@ class LearningObserver:
         self.undone_rounds: list[int] = []
         self.kept_harmful = 0
         self.harmful_total = 0
+        #: GPU-seconds of truly harmful pairs (a pair's GPUs counted once), and of all pairs.
+        self.harmful_gpu_seconds = 0.0
+        self.paired_gpu_seconds = 0.0
         self.refresh_seconds: list[float] = []
         #: GPU-seconds run by jobs before their first observation (decided on priors alone).
         self.blind_gpu_seconds = 0.0
@@ -157,6 +166,7 @@ class LearningObserver:
         self.rounds_run = np.zeros(n, dtype=np.int64)
         self.observed = np.zeros(n, dtype=bool)  # has any observation of the job been taken yet
         self.pair_since = np.full(n, -1, dtype=np.int64)
+        self.harm = np.zeros(n, dtype=bool)  # the row's current pair is truly harmful
         self._node = sim.cluster.gpu_node
         self._node_size = np.array([int(sim.cluster.node_num_gpus[sim.cluster.node_type == ti].max())
                                     for ti in range(len(sim.cluster.gpu_types))])
@@ -181,6 +191,8 @@ class LearningObserver:
             if partner >= 0 and self.scheduler.row_pair_bonus(r):
                 # An exploratory pair: its GPUs counted once (by the lower row when both carried the bonus).
                 self.exploring[r] |= not (partner < r and self.scheduler.row_pair_bonus(partner))
+            if partner != self.partner[r]:
+                self.harm[r] = partner >= 0 and self._truly_harmful(r, partner)
             if decision:
                 if partner != self.partner[r] or self.pair_since[r] < 0:
                     self.pair_since[r] = self.decisions if partner >= 0 else -1
@@ -213,6 +225,10 @@ class LearningObserver:
             if not self.observed[r]:
                 self.blind_gpu_seconds += float(gpu_s[i])
             est.note_run(job, float(gpu_s[i]), exploring)
+            if self.partner[r] >= 0:  # half each: the pair's GPUs once
+                self.paired_gpu_seconds += 0.5 * float(gpu_s[i])
+                if self.harm[r]:
+                    self.harmful_gpu_seconds += 0.5 * float(gpu_s[i])
             if exploring and gpu_s[i] > 0:
                 self.explore_gpu_seconds += float(gpu_s[i])
                 self.explore_runs += 1
@@ -233,6 +249,23 @@ class LearningObserver:
             t0 = time.process_time()
             est.refresh()
             self.refresh_seconds.append(time.process_time() - t0)
+
+    def give_alone(self, rows: np.ndarray, table: Any) -> None:
+        """``learned_alone = 'given'``: the estimator is told each new job's true alone, consolidated rate on
+        every GPU type (one exact observation each, as Gavel's estimator reads them from the oracle); its
+        pairs and spread factors it still learns by running them."""
+        sim, truth = self.sim, self.given_alone
+        assert sim is not None and truth is not None
+        est, seconds = self.estimator, est_seconds(self.estimator)
+        for r in rows.tolist():
+            name, n = table.types[int(table.type_idx[r])], int(table.num_gpus[r])
+            for g in sim.cluster.gpu_types:
+                try:
+                    rate = float(truth.rate(name, n, g)) * float(sim.rate_factor[r])
+                except (LookupError, ValueError, InputError):  # a table without this type or count
+                    continue
+                if math.isfinite(rate) and rate > 0:
+                    est.observe(int(table.job_id[r]), rate * seconds, seconds, g)
 
     # ------------------------------------------------------------------------------ figures
     def _record_error(self, r: int, partner: int) -> None:
@@ -295,6 +328,8 @@ class LearningObserver:
             "vetoed_pairs": est.vetoes,
             "harmful_pairs_undone_within_2": int((undone <= 2).sum()) if undone.size else 0,
             "harmful_pairs_kept": self.kept_harmful,
+            "harmful_pair_share": self.harmful_gpu_seconds / busy if busy > 0 else 0.0,
+            "paired_share": self.paired_gpu_seconds / busy if busy > 0 else 0.0,
             "estimate_error": errors,
             "estimate_error_paired": pair_errors,
             "estimator": est.counters(),
@@ -304,6 +339,11 @@ class LearningObserver:
             out[f"estimate_error_median_r{k}"] = errors[str(k)]["median"]
             out[f"estimate_error_p90_r{k}"] = errors[str(k)]["p90"]
         return out
+
+
+def est_seconds(est: RateEstimator) -> float:
+    """The length of a given observation: one exploration run's (a round)."""
+    return max(est.config.probe_seconds, est.config.min_seconds)
 
 
 def _error_stats(errors: dict[int, list[float]]) -> dict[str, dict[str, Any]]:

@@ -23,7 +23,8 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
     tree = queue_tree(run, specs, cluster)
     learning = prepare_learning(run.throughputs, specs, cluster, model, rate_noise=run.rate_noise,
                                 rate_variation=run.rate_variation, hints=run.learned_hints,
-                                explore_budget=run.explore_budget, round_seconds=run.round_seconds, seed=seed)
+                                explore_budget=run.explore_budget, round_seconds=run.round_seconds, seed=seed,
+                                given_alone=run.learned_alone == "given")
     scheduler = learning.wrap(build_scheduler(cluster, learning.scheduler_model, run, tree))
     gavel_rounds = scheduler.policy.gavel_rounds if run.gavel_rounds is None else run.gavel_rounds
     if gavel_rounds and run.event_driven:
