@@ -215,7 +215,7 @@ def test_a_job_measured_only_in_pairs_is_kept_alone_until_measured_then_judged()
 
 
 def test_exploration_bonus_needs_a_measurement_an_unmeasured_type_and_budget() -> None:
-    est = RateEstimator(TYPES, config=LearnedConfig(explore_budget=0.05, probe_seconds=300.0))
+    est = RateEstimator(TYPES, config=LearnedConfig(explore_budget=0.05, explore_share=1.0, probe_seconds=300.0))
     est.register(1, 2)
     slot = np.array([est.slot(1)])
     assert not est.presented(slot)["bonus"].any()  # nothing measured yet: nothing to be optimistic against
@@ -227,6 +227,26 @@ def test_exploration_bonus_needs_a_measurement_an_unmeasured_type_and_budget() -
     assert (shown["x"][0, 1:] > shown["mean"][0, 1:]).all()
     est.note_run(1, 600.0, exploring=True)  # the probe is spent
     assert not est.presented(slot)["bonus"].any()
+
+
+def test_all_jobs_together_explore_within_the_share() -> None:
+    """Each of four jobs has the budget of its own for a probe, but the four together may spend only
+    ``explore_share`` of what they have run: the first ones (lowest slots) get it, the others wait; the
+    probes spent, the room is gone."""
+    est = RateEstimator(TYPES, config=LearnedConfig(explore_budget=0.1, explore_share=0.03, probe_seconds=300.0))
+    for j in range(4):
+        est.register(j, 1)
+        feed(est, j, "k80", 1.0)
+        est.note_run(j, 5000.0)  # 500 s of budget each; 4 x 5000 x 0.03 = 600 s together: two probes
+    slots = np.array([est.slot(j) for j in range(4)])
+    shown = est.presented(slots)
+    assert shown["bonus"].any(axis=1).tolist() == [True, True, False, False]
+    assert shown["pair_bonus"].tolist() == [True, True, False, False]
+    for j in (0, 1):
+        est.note_run(j, 300.0, exploring=True)
+    assert not est.presented(slots)["bonus"].any()
+    with pytest.raises(ValueError, match="explore_share"):
+        LearnedConfig(explore_share=1.5)
 
 
 def test_state_round_trips_through_json_and_stays_bounded() -> None:

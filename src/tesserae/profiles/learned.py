@@ -20,8 +20,10 @@ and it weighs at most one job's worth, less when far from the others, in the sha
 Exploration is optimism under uncertainty, bounded and counted: ``presented`` adds
 ``explore_bonus`` standard deviations to a job's rate on a GPU type it was never measured on, but
 only while the GPU-seconds it has spent exploring (``note_run``) stay within ``explore_budget`` of
-the GPU-seconds it has run; within the same budget, a job never measured next to a partner gets the
-bonus on its sharing terms (an exploratory pair, undone by a veto if it measures badly).
+the GPU-seconds it has run, and all jobs' together within ``explore_share`` of theirs; within the
+same budgets, a job never measured next to a partner gets the bonus on its sharing terms (an
+exploratory pair, undone by a veto if it measures badly). A job that has run only next to partners
+is shown unable to share until an alone run measures it (its pairs cannot be judged before).
 
 The estimator is one class in four files, one purpose each: the jobs, their slots and the answers
 here; taking observations (``learned_observing``); fitting (``learned_fitting``, its arithmetic in
@@ -421,13 +423,25 @@ class RateEstimator(Observing, Fitting, Persistence):
         sd = np.sqrt(np.maximum(np.diagonal(self.P[slots], axis1=1, axis2=2), 0.0))
         cnt = self.cnt[slots]
         ran = cnt.sum(axis=1) + self.spc[slots].sum(axis=1) > 0
-        room = self.explored[slots] + self.n[slots] * cfg.probe_seconds <= cfg.explore_budget * self.attained[slots]
-        eligible = (ran & room)[:, None] & (cnt == 0) & self.runnable[slots] & (sd > 0.05)
+        need = self.n[slots] * cfg.probe_seconds
+        room = ran & (self.explored[slots] + need <= cfg.explore_budget * self.attained[slots])
+        types = (cnt == 0) & self.runnable[slots] & (sd > 0.05)
+        # All jobs together: a job starts exploring only while the known jobs' exploration stays within
+        # ``explore_share`` of their GPU-time, first come (lowest slot) first served, so that the total is
+        # bounded whatever the workload (a job's own budget alone lets a trace of long jobs spend it all).
+        wants = room & (types.any(axis=1) | ~self.shared[slots])
+        if wants.any():
+            live = self.alive
+            left = cfg.explore_share * float(self.attained[live].sum()) - float(self.explored[live].sum())
+            room = wants & (np.cumsum(np.where(wants, need, 0.0)) <= left)
+        else:
+            room = wants
+        eligible = room[:, None] & types
         bonus = np.where(eligible, cfg.explore_bonus * np.minimum(sd, 2 * fit.SHAPE_SD), 0.0)
         # Sharing, the same way: a job never measured next to a partner looks as much better at sharing
         # (as sensitivity and as pressure) as its uncertainty allows, so that one bad first pair cannot
         # pull the population's pair mean under the packing threshold for good (nobody would pair again).
-        pair_explore = ran & room & ~self.shared[slots]
+        pair_explore = room & ~self.shared[slots]
         pair_sd = np.sqrt(self.a_v[slots] + self.pair_var)
         pb = np.where(pair_explore, cfg.explore_bonus * np.minimum(pair_sd, fit.PAIR_MEAN_SD), 0.0)
         # A job that has run only next to partners has no alone rate to judge its pairs against (a veto

@@ -22,6 +22,8 @@ class LearnedConfig:
     hints: bool = True
     #: Exploration GPU-seconds a job may spend per GPU-second it has run.
     explore_budget: float = 0.1
+    #: Exploration GPU-seconds of all known jobs together per GPU-second they have run (issue 25's bound).
+    explore_share: float = 0.03
     #: Optimism on a never-measured GPU type, in standard deviations of its estimate.
     explore_bonus: float = 2.0
     #: Seconds one exploration run lasts (the round length): a job explores only if its budget holds one.
@@ -47,6 +49,7 @@ class LearnedConfig:
 
     def __post_init__(self) -> None:
         checks = (("explore_budget", self.explore_budget >= 0), ("explore_bonus", self.explore_bonus >= 0),
+                  ("explore_share", 0 <= self.explore_share <= 1),
                   ("probe_seconds", self.probe_seconds > 0), ("max_finished", self.max_finished >= 0),
                   ("max_partners", self.max_partners >= 1), ("noise", 0 < self.noise < 1),
                   ("ratio_bound", self.ratio_bound >= 1), ("pair_floor", 0 < self.pair_floor < 1),
