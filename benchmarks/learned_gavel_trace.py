@@ -120,6 +120,48 @@ def gains(data: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+TEXT = {"plain": "oracle, plain LP (packing's baseline)", "packed": "oracle, packed LP",
+        "learned": "learned", "given-alone": "learned, alone rates given",
+        "learned-noexplore": "learned, no exploration", "given-alone-noexplore": "learned, alone rates given, no "
+        "exploration"}
+
+
+def report_lines() -> list[str]:
+    """The table of ``learned.md`` for these runs (empty when none is cached)."""
+    data = load()
+    rows = gains(data)
+    if not rows:
+        return []
+
+    def p(x: float | None, d: int = 1) -> str:
+        return "-" if x is None else f"{100 * x:.{d}f}%"
+
+    def n(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0f}"
+
+    L = ["Ours, variant by variant, on the same trace, cluster and rounds (`benchmarks/learned_gavel_trace.py`, "
+         "`learned_gavel_trace.json`; Gavel's placement, 5% observation noise in learned runs; the learned "
+         "variants' JCT is the mean over their seeds, with the lowest and highest). *Alone rates given*: the "
+         "estimator is told each job's true alone rate on every GPU type at arrival (`learned_alone = 'given'`), "
+         "as Gavel's estimator is; what is left to learn is the pairs. Harmful pairs: formed while slower in "
+         "truth than the two jobs alone; their GPU-time is the share of busy GPU-time spent in them.", "",
+         "| variant | seeds | avg JCT (h) [min, max] | packing's gain | kept | exploration | paired GPU-time | "
+         "harmful pairs (undone <= 2 rounds, kept) | in harmful pairs | vetoed |",
+         "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        L.append(f"| {TEXT[r['variant']]} | {r['seeds']} | {r['avg_jct'] / 3600:.2f} [{r['jct_min'] / 3600:.2f}, "
+                 f"{r['jct_max'] / 3600:.2f}] | {r['gain']:.3f}x | {p(r['kept'], 0)} | {p(r['exploration_share'], 2)} "
+                 f"| {p(r['paired_share'], 0)} | {n(r['harmful_pairs'])} ({n(r['harmful_pairs_undone_within_2'])}, "
+                 f"{n(r['harmful_pairs_kept'])}) | {p(r['harmful_pair_share'])} | {n(r['vetoed_pairs'])} |")
+    L.append("")
+    for sess in data["sessions"]:
+        if sess["runs"]:
+            L.append(f"- {sess['date']}: `{sess['command']}` on {sess['machine']}: {sess['runs']} runs, load "
+                     + " ".join(f"{x:.1f}" for x in sess["load"]) + " at its start")
+    L.append("")
+    return L
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trace", required=True, help="Gavel's single_heavy.trace (made by Gavel's generate_trace.py)")
