@@ -160,6 +160,27 @@ def test_pair_factors_are_learned_and_a_harmful_pair_is_vetoed() -> None:
     assert not (est.tags(np.array([est.slot(1)])) >= 0).any()  # a finished partner takes the veto along
 
 
+def test_a_veto_holds_on_its_gpu_type_only() -> None:
+    """A pair measured slower than alone on k80 cannot share k80s any more, but may still share a v100 (where
+    pairs of the same two jobs often gain: Gavel's table)."""
+    est = RateEstimator(("k80", "v100"))
+    for j in (1, 2):
+        est.register(j, 1)
+        for g in ("k80", "v100"):
+            feed(est, j, g, 10.0)
+    feed(est, 1, "k80", 3.0, partner=2)
+    feed(est, 2, "k80", 3.0, partner=1)
+    assert est.vetoes == 1
+    slots = np.array([est.slot(1), est.slot(2)])
+    shown = est.presented(slots)
+    keys = ClassKeys(2)
+    keys.update(slots, shown["x"], shown["runnable"], shown["a"], shown["b"], shown["spread"], shown["tags"])
+    k1, k2 = keys.key(int(slots[0])), keys.key(int(slots[1]))
+    model = ClassModel(("k80", "v100"))
+    assert model.rate(k1, 1, "k80", partner=(k2, 1)) == 0.0
+    assert model.rate(k1, 1, "v100", partner=(k2, 1)) > 0.0
+
+
 def test_a_stall_next_to_a_partner_vetoes_the_pair() -> None:
     est = RateEstimator(("v100",))
     for j in (1, 2):
@@ -287,8 +308,10 @@ def test_class_keys_decode_to_the_rates_they_encode() -> None:
     assert model.rate(key, 1, "v100", partner=(other, 1)) == pytest.approx(math.exp(-0.5 - 0.1))
     assert model.rate(key, 1, "v100", consolidated=False) == pytest.approx(math.exp(-0.5))
     assert model.skew(key) == pytest.approx(math.exp(0.5) - 1)
-    vetoed_a, vetoed_b = encode([0, 0, 0], -3, 0, 0, [7]), encode([0, 0, 0], -3, 0, 0, [7, 9])
+    # tag 8 names a veto on GPU type 8 mod 3 = 2 (v100): those two cannot share a v100, but a k80 yes
+    vetoed_a, vetoed_b = encode([0, 0, 0], -3, 0, 0, [8]), encode([0, 0, 0], -3, 0, 0, [8, 9])
     assert model.rate(vetoed_a, 1, "v100", partner=(vetoed_b, 1)) == 0.0
+    assert model.rate(vetoed_a, 1, "k80", partner=(vetoed_b, 1)) > 0.0
     assert model.rate(vetoed_a, 1, "v100", partner=(other, 1)) > 0.0
     with pytest.raises(KeyError):
         model.rate("resnet50", 1, "v100")

@@ -106,7 +106,7 @@ class RateEstimator(Observing, Fitting, Persistence):
         self.refreshes = 0
         self._dirty = True
         self._forget_due = False
-        self._vetoed: dict[tuple[int, int], int] = {}  # (slot, slot) -> veto tag
+        self._vetoed: dict[tuple[int, int, int], int] = {}  # (slot, slot, GPU type) -> veto tag
         self._tags: dict[int, list[int]] = {}  # slot -> veto tags it carries
         self._next_tag = 0
         self.vetoes = 0

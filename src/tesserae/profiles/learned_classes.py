@@ -12,8 +12,8 @@ under a *class key* that encodes its presented estimates, quantized:
 (``x``: it cannot run there); ``a`` the log pair factor it suffers next to anyone (the pair mean
 included) and ``b`` the pressure it puts on a partner, in steps of ``pair_step``; ``s`` its log
 spread factor in steps of ``spread_step``; the tags name pairs the estimator vetoed (measured slower
-than the two jobs alone: Gandiva's introspection), and two classes with a common tag cannot share
-GPUs. Jobs with near-equal estimates share a key, so the
+than the two jobs alone: Gandiva's introspection) on one GPU type (tag mod the number of types), and
+two classes with a common tag cannot share GPUs of that type. Jobs with near-equal estimates share a key, so the
 class-level solvers stay as small as with a profile; and since a key *is* its rates,
 :class:`ClassModel` answers for any key ever issued without state, and every cache keyed by job
 type stays valid for the whole run. Rates are relative (1.0 on the job's best type): every
@@ -107,7 +107,8 @@ class ClassModel(RestartSeconds):
             r *= c.spread
         if partner is not None:
             p = self.decode(partner[0])
-            if p.rates[t] <= 0.0 or (c.tags and not c.tags.isdisjoint(p.tags)):
+            if p.rates[t] <= 0.0 or (c.tags and not c.tags.isdisjoint(p.tags)
+                                     and any(x % len(self._gpu_types) == t for x in c.tags & p.tags)):
                 return 0.0
             r *= min(1.0, max(self.pair_floor, math.exp(c.a + p.b)))
         return r

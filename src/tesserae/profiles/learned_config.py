@@ -22,8 +22,10 @@ class LearnedConfig:
     hints: bool = True
     #: Exploration GPU-seconds a job may spend per GPU-second it has run.
     explore_budget: float = 0.1
-    #: Exploration GPU-seconds of all known jobs together per GPU-second they have run (issue 25's bound).
-    explore_share: float = 0.03
+    #: Exploration GPU-seconds of all known jobs together per GPU-second they have run. A pair's GPU-seconds
+    #: count for both of its jobs, so 1.5% of the jobs' GPU-seconds is at most 3% of the cluster's busy
+    #: GPU-time (issue 25's bound) however many jobs share.
+    explore_share: float = 0.015
     #: Optimism on a never-measured GPU type, in standard deviations of its estimate.
     explore_bonus: float = 2.0
     #: Seconds one exploration run lasts (the round length): a job explores only if its budget holds one.

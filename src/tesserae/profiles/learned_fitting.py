@@ -180,10 +180,10 @@ class Fitting:
 
     def _veto(self, e: np.ndarray, pj: np.ndarray, pp: np.ndarray, pt: np.ndarray, ybar: np.ndarray,
               stalled: np.ndarray) -> None:
-        """Gandiva's introspection: a pair measured in both directions slower than its two jobs alone
-        (factors summing below 1, against alone rates measured on the same GPU type; a stall counts as 0)
-        is vetoed: both jobs carry a tag naming the pair, and two jobs with a common tag are shown as
-        unable to share (:mod:`learned_classes`)."""
+        """Gandiva's introspection: a pair measured in both directions slower than its two jobs alone on a
+        GPU type (factors summing below 1, against the jobs' alone rates there; a stall counts as 0) is
+        vetoed there: both jobs carry a tag naming the pair and the type, and two jobs with a common tag are
+        shown as unable to share GPUs of its type (:mod:`learned_classes`)."""
         if e.size == 0:
             return
         T, cap = self.T, self._cap
@@ -211,14 +211,18 @@ class Fitting:
         has_alone = (self.cnt[pj] > 0).any(axis=1) & (self.cnt[pp] > 0).any(axis=1)
         mutual = (key[other] == back) & (pj < pp) & has_alone
         bad = mutual & (factor + factor[other] < 1.0)
-        for s, p in zip(pj[bad].tolist(), pp[bad].tolist(), strict=True):
-            if (s, p) in self._vetoed:
+        for s, p, t in zip(pj[bad].tolist(), pp[bad].tolist(), pt[bad].tolist(), strict=True):
+            if (s, p, t) in self._vetoed:
                 continue
+            # One GPU type's veto: a pair slower than alone on one type is often faster on another (on Gavel's
+            # table, 157 of 325 single-GPU pairs are slower together on some type, 17 on all three). The tag
+            # names its type (tag mod the number of types, ``learned_classes``).
             self._next_tag += 1
-            self._vetoed[(s, p)] = self._next_tag
+            tag = self._next_tag * T + t
+            self._vetoed[(s, p, t)] = tag
             for x in (s, p):
                 tags = self._tags.setdefault(x, [])
-                tags.append(self._next_tag)
+                tags.append(tag)
                 del tags[:-MAX_TAGS]
             self.vetoes += 1
 
@@ -227,9 +231,9 @@ class Fitting:
         if not self._vetoed:
             return
         gone = set(slots.tolist())
-        for (s, p), tag in list(self._vetoed.items()):
+        for (s, p, t), tag in list(self._vetoed.items()):
             if s in gone or p in gone:
-                del self._vetoed[(s, p)]
+                del self._vetoed[(s, p, t)]
                 for x in (s, p):
                     tags = self._tags.get(x)
                     if tags is not None and tag in tags:
