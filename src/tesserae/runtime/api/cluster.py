@@ -18,6 +18,7 @@ import numpy as np
 from fastapi import FastAPI, Query, Request, Response
 
 from tesserae.runtime.api.budgets import charged
+from tesserae.runtime.api.drain import add_drain_routes
 from tesserae.runtime.api.history import node_health
 from tesserae.runtime.api.limits import MAX_WINDOW
 from tesserae.runtime.controller import pending
@@ -124,9 +125,12 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
     def nodes(who: Who) -> dict[str, Any]:
         """Nodes of the cluster with their GPUs (global ids as in ``/v1/cluster``), state (``alive``,
         ``draining`` or ``dead``) and health: ``last_heartbeat`` (when the executor last heard from
-        the node; for the local machine, the controller's own heartbeat: ``heartbeat_of``) and
-        ``lost_runs`` (per GPU id, runs whose processes vanished there in the last 24 h)."""
+        the node; for the local machine, the controller's own heartbeat: ``heartbeat_of``),
+        ``lost_runs`` (per GPU id, runs whose processes vanished there in the last 24 h) and
+        ``drained`` (by an admin: ``{since, by, reason}``, else null)."""
         return {"nodes": node_health(controller, node_view(controller), time.time())}
+
+    add_drain_routes(app, controller, Who)
 
     @app.get("/v1/queue", tags=["cluster"], responses={304: {"description": "Unchanged since the ETag sent "
                                                                           "in If-None-Match."}})
