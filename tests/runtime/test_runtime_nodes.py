@@ -107,7 +107,8 @@ def test_drain_keeps_new_runs_off_a_node_its_jobs_go_on_and_it_survives_a_restar
     assert nodes[1]["drained"]["reason"] == "bad fan"
     wait_for(lambda: all(s.job(j)["state"] != "running" or set(s.job(j)["assigned_gpus"]) <= {0, 1}
                          for j in (*spread, pinned)), 10.0, what="jobs to run on node 0 only")
-    assert all(g in (0, 1) for j in (*spread, pinned) if s.job(j)["state"] == "running" for g in s.job(j)["assigned_gpus"])
+    running = [s.job(j) for j in (*spread, pinned)]
+    assert all(g in (0, 1) for j in running if j["state"] == "running" for g in j["assigned_gpus"])
 
     p = cli("node", "undrain", "1")
     assert p.returncode == 0 and "back in service" in p.stderr

@@ -25,6 +25,7 @@ from tesserae.runtime.controller import pending
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.job.files import MAX_INT
 from tesserae.runtime.store import allocations, counts
+from tesserae.runtime.store import nodes as drained_nodes
 from tesserae.scheduling.base import QueueInspect
 
 #: Most time bins one usage query may ask for.
@@ -43,10 +44,12 @@ def node_view(controller: Controller) -> list[dict[str, Any]]:
 
 
 def unavailable_gpus(controller: Controller) -> dict[int, str]:
-    """The GPUs of nodes that are not ``alive`` (unreachable, draining, dead), by id, with their node's
-    state: the scheduler no longer starts anything there, so they are not free, whatever still runs
-    on them until its runs are closed."""
-    return {gpu: node.state for node in controller.executor.nodes() if node.state != "alive" for gpu in node.gpus}
+    """The GPUs of nodes that are not ``alive`` (unreachable, draining, dead) or that an admin drained
+    (``drained``), by id, with their node's state: the scheduler starts nothing new there, so they are
+    not free, whatever still runs on them until its runs end."""
+    drained = drained_nodes.drained(controller.store)
+    return {gpu: node.state if node.state != "alive" else "drained" for node in controller.executor.nodes()
+            if node.state != "alive" or node.name in drained or node.id in drained for gpu in node.gpus}
 
 
 def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gpus: int,
@@ -101,8 +104,8 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(who: Lister) -> dict[str, Any]:
         """GPUs, what runs on each, and the queue. A GPU of a node that is not alive (unreachable,
-        draining, dead) is ``available: false`` with its node's state, and counts as neither free nor
-        in use unless a run still holds it."""
+        draining, dead) or that an admin drained is ``available: false`` with its node's state, and
+        counts as neither free nor in use unless a run still holds it."""
         on_gpu: dict[int, list[dict[str, Any]]] = {}
         for a in allocations.unended_with_owner(store):
             mine = who.admin or a["user"] == who.user

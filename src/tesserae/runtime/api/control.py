@@ -58,6 +58,8 @@ class BulkAction(BaseModel):
     state: Literal["queued", "preempted", "running"] | None = Field(None, description="Only jobs in this state.")
     queue: str | None = Field(None, min_length=1, max_length=64, pattern=QUEUE_NAME_PATTERN,
                               description="Only jobs of this tenant queue.")
+    dry_run: bool = Field(False, description="Only say which jobs the action would apply to (``would``; "
+                                             "a confirmation's count): nothing is done.")
 
     @model_validator(mode="after")
     def _some(self) -> "BulkAction":
@@ -131,6 +133,10 @@ def add_control_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                                          limit=MAX_BULK + 1, still=action)
             more = len(targets) > MAX_BULK
             targets = targets[:MAX_BULK]
+        if req.dry_run:
+            return {"action": action, "dry_run": True, "would": [int(r["id"]) for r in targets],
+                    "count": len(targets), "skipped": sorted(skipped, key=lambda s: s["id"]), "denied": denied,
+                    "not_found": not_found, "more": more}
         done: list[dict[str, Any]] = []
         now = time.time()
         with store.tx():
