@@ -51,7 +51,8 @@ def grid(cluster: dict[str, Any], nodes: list[dict[str, Any]],
         for gid in n["gpus"]:
             seen.add(gid)
             g = gpus.get(gid, {"id": gid, "device": "?", "type": n.get("gpu_type", "?"), "jobs": []})
-            cells.append(_cell(g, state))
+            unhealthy = state == "alive" and str(gid) in (n.get("unhealthy") or {})
+            cells.append(_cell(g, "unhealthy" if unhealthy else state))
         rows.append({**n, "state": state, "cells": cells, "used": sum(1 for c in cells if c["jobs"])})
     rest = [_cell(g, "alive") for i, g in sorted(gpus.items()) if i not in seen]
     if rest:

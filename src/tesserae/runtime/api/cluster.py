@@ -45,11 +45,17 @@ def node_view(controller: Controller) -> list[dict[str, Any]]:
 
 def unavailable_gpus(controller: Controller) -> dict[int, str]:
     """The GPUs of nodes that are not ``alive`` (unreachable, draining, dead) or that an admin drained
-    (``drained``), by id, with their node's state: the scheduler starts nothing new there, so they are
-    not free, whatever still runs on them until its runs end."""
+    (``drained``), and those a health probe found failing (``unhealthy``), by id, with their node's
+    state: the scheduler starts nothing new there, so they are not free, whatever still runs on them
+    until its runs end."""
     drained = drained_nodes.drained(controller.store)
-    return {gpu: node.state if node.state != "alive" else "drained" for node in controller.executor.nodes()
-            if node.state != "alive" or node.name in drained or node.id in drained for gpu in node.gpus}
+    out: dict[int, str] = {}
+    for node in controller.executor.nodes():
+        if node.state != "alive" or node.name in drained or node.id in drained:
+            out.update(dict.fromkeys(node.gpus, node.state if node.state != "alive" else "drained"))
+        else:
+            out.update(dict.fromkeys(node.unhealthy, "unhealthy"))
+    return out
 
 
 def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gpus: int,

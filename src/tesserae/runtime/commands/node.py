@@ -25,7 +25,8 @@ def register(app: typer.Typer) -> None:
 
 
 def node_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False) -> None:
-    """Nodes, their GPUs, state, last heartbeat, lost runs in 24 h, and drains."""
+    """Nodes, their GPUs, state, last heartbeat, lost runs in 24 h, GPUs the health probe found failing,
+    and drains."""
     with client() as c:
         nodes = c.nodes()
     if as_json:
@@ -38,13 +39,15 @@ def node_list(as_json: Annotated[bool, typer.Option("--json", help="Print JSON."
         drained = n.get("drained")
         state = "drained" if drained and n["state"] == "alive" else n["state"]
         lost = sum((n.get("lost_runs") or {}).values())
+        bad = "; ".join(f"GPU {g}: {why}" for g, why in (n.get("unhealthy") or {}).items()) or "-"
         note = "" if not drained else f"by {drained['by']} {duration(now - drained['since'])} ago" + (
             f": {drained['reason']}" if drained.get("reason") else "")
         rows.append([n["name"], n["id"], n["gpu_type"], ",".join(map(str, n["gpus"])), state,
-                     "-" if beat is None else f"{duration(max(0.0, now - beat))} ago", str(lost), note or "-"])
+                     "-" if beat is None else f"{duration(max(0.0, now - beat))} ago", str(lost), bad, note or "-"])
     print_table(console, [Col("NAME", wrap=True, min_width=8), Col("ID", priority=2), Col("TYPE"),
                           Col("GPUS", wrap=True, priority=1), Col("STATE"), Col("HEARTBEAT", priority=1),
-                          Col("LOST", "right", priority=2), Col("DRAIN", wrap=True, min_width=10, priority=1)], rows)
+                          Col("LOST", "right", priority=2), Col("FAILING GPUS", wrap=True, min_width=10),
+                          Col("DRAIN", wrap=True, min_width=10, priority=1)], rows)
 
 
 def node_drain(

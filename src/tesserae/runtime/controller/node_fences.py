@@ -37,10 +37,9 @@ def closed_gpus(store: Store, executor: Executor[Any], cluster: Cluster) -> np.n
     """A flag per GPU of the view: True on a drained node, or where the executor's probe says unhealthy."""
     closed = np.zeros(cluster.num_gpus, dtype=bool)
     names = drained_nodes.drained(store)
-    if names:
-        for node in executor.nodes():
-            if node.name in names or node.id in names:
-                closed[[g for g in node.gpus if 0 <= g < cluster.num_gpus]] = True
+    for node in executor.nodes():
+        shut = node.gpus if node.name in names or node.id in names else list(node.unhealthy)
+        closed[[g for g in shut if 0 <= g < cluster.num_gpus]] = True
     return closed
 
 
