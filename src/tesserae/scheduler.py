@@ -26,7 +26,7 @@ from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
 from tesserae.fencing import fenced_place
-from tesserae.placement.base import PlacementPolicy, Replayable, RoundPlacer
+from tesserae.placement.base import PlacementPolicy, Replayable, RoundPlacer, capable
 from tesserae.scheduler_queues import QueueStep
 from tesserae.scheduling.base import SchedulingPolicy
 
@@ -119,7 +119,7 @@ class Scheduler:
         # Packing pairs jobs that did not fit with admitted ones (the partners share their hosts' GPUs).
         placer.pack(advice.pack_candidates())
         assignments = placer.finish()
-        if replayable and isinstance(self.placement, Replayable):
+        if replayable and capable(self.placement, Replayable):
             self._last_placed = (table, order.copy(), dict(previous), assignments)
         return assignments
 
