@@ -210,6 +210,12 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
                           grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env,
                           lease_seconds=opts.ray_lease or DEFAULT_LEASE, split_logs=True, master_ports=ports)
         ray.check_address()
+        choice = opts.gpu_health.strip()
+        if choice != "off":  # each node's agent probes its own GPUs; auto: those NVML named, with nvidia-smi
+            import shlex
+
+            ray.probe_gpu_health(["nvidia-smi"] if choice == "auto" else shlex.split(choice),
+                                 opts.gpu_health_interval, virtual=choice != "auto")
         return ray
     from tesserae.runtime.executor.gpus import discover
     from tesserae.runtime.local.executor import LocalExecutor

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from tesserae.runtime.api.limits import SafeStr
 from tesserae.runtime.api.models import MAX_NODE_NAME, NODE_NAME_PATTERN
 from tesserae.runtime.controller.loop import Controller
-from tesserae.runtime.controller.node_fences import find_node
+from tesserae.runtime.controller.node_fences import find_node, namesakes
 from tesserae.runtime.store import nodes as drained_nodes
 
 NodeName = Annotated[str, PathParam(min_length=1, max_length=MAX_NODE_NAME, pattern=NODE_NAME_PATTERN,
@@ -40,10 +40,16 @@ def add_drain_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
         """Keep new runs off the node's GPUs; its running jobs go on (admins only). Draining a drained
         node is no error (its first drain's time and reason stay)."""
         admin_only(who)
-        node = find_node(controller.executor.nodes(), name)
+        view = controller.executor.nodes()
+        same = namesakes(view, name)
+        if same:
+            raise HTTPException(409, f"{len(same)} nodes are called '{name}': give one's id "
+                                     f"({', '.join(n.id for n in same[:8])})")
+        node = find_node(view, name)
         if node is None:
             raise HTTPException(404, f"there is no node '{name}' in the cluster (GET /v1/nodes lists them)")
-        added = drained_nodes.drain(store, node.name, who.user, (req or DrainRequest()).reason, time.time())
+        key = node.id if namesakes(view, node.name) else node.name  # a name several nodes share: the id
+        added = drained_nodes.drain(store, key, who.user, (req or DrainRequest()).reason, time.time())
         controller.wake()
         return {"node": node.name, "drained": True, "changed": added}
 

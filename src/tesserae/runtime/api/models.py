@@ -24,7 +24,7 @@ from tesserae.runtime.controller.lifecycle import (
     MAX_TIME_LIMIT,
     parse_array,
 )
-from tesserae.runtime.controller.node_fences import find_node
+from tesserae.runtime.controller.node_fences import find_node, namesakes
 from tesserae.runtime.job import env as job_env
 from tesserae.runtime.job import output as job_output
 from tesserae.runtime.job.resources import MAX_CPUS, MAX_MEMORY_MB
@@ -289,6 +289,10 @@ def check_gpu_type(gpu_type: str, gpus: int, controller: "Controller") -> None:
 def check_node(name: str, gpus: int, gpu_type: str | None, controller: "Controller") -> None:
     """The cluster has a node ``name`` (by name or id) with ``gpus`` GPUs, of ``gpu_type`` if one is asked."""
     view = controller.executor.nodes()
+    same = namesakes(view, name)
+    if same:
+        raise SubmitError("node", f"{len(same)} nodes are called '{name}': give one's id "
+                                  f"({', '.join(n.id for n in same[:8])})")
     node = find_node(view, name)
     if node is None:
         names = ", ".join(n.name for n in view[:12]) + (", ..." if len(view) > 12 else "")

@@ -132,7 +132,8 @@ def server(
     gpu_health: Annotated[str, typer.Option("--gpu-health", metavar="auto|off|COMMAND", help="Probe the GPUs' "
                                             "health with nvidia-smi (uncorrectable ECC errors, pending page "
                                             "retirement, failed row remaps, a lost GPU); an unhealthy GPU takes no "
-                                            "new run. auto: nvidia-smi for NVML's GPUs, none for virtual ones.")
+                                            "new run. auto: nvidia-smi for NVML's GPUs, none for virtual ones. "
+                                            "With --executor ray each node's agent probes its own GPUs.")
                       ] = "auto",
     gpu_health_interval: Annotated[float, typer.Option("--gpu-health-interval", min=1.0, metavar="SECONDS",
                                                        help="Seconds between two GPU health probes.")] = 30.0,

@@ -23,8 +23,16 @@ from tesserae.runtime.store.database import Store
 
 
 def find_node(nodes: list[NodeState], name: str) -> NodeState | None:
-    """The node called ``name`` (or with that id), if the view has one."""
-    return next((n for n in nodes if n.name == name), None) or next((n for n in nodes if n.id == name), None)
+    """The node with the id ``name``, else the first called ``name``, if the view has one (``namesakes``:
+    whether that name is ambiguous)."""
+    return next((n for n in nodes if n.id == name), None) or next((n for n in nodes if n.name == name), None)
+
+
+def namesakes(nodes: list[NodeState], name: str) -> list[NodeState]:
+    """The nodes called ``name`` when several are and none has it as its id (Ray nodes of one host):
+    such a name cannot pin or drain one of them."""
+    same = [n for n in nodes if n.name == name]
+    return same if len(same) > 1 and not any(n.id == name for n in nodes) else []
 
 
 def node_indices(cluster: Cluster, node: NodeState) -> tuple[int, ...]:
