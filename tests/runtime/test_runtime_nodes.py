@@ -63,6 +63,12 @@ def test_pinned_jobs_run_on_their_node_or_wait_with_a_reason(tmp_path: Path, ser
     assert set(_gpus(s, second)) <= {0, 1}
     waiting = s.submit(_sleeper(1), node="0")
     assert "no node 'gone'" in one_line_error(cli("update", str(waiting), "--node", "gone"))
+    script = tmp_path / "pinned.sh"
+    script.write_text("#!/bin/sh\n#TESSERAE --node 1\n#TESSERAE --gpus 1\nsleep 600\n")
+    p = cli("batch", str(script))  # sbatch -w: node 1 is full, so it waits there
+    assert p.returncode == 0, p.stderr
+    job = s.job(int(p.stdout))
+    assert job["node"] == "1" and job["state"] == "queued" and "pinned to node" in job["pending_reason"]
 
 
 def test_drain_keeps_new_runs_off_a_node_its_jobs_go_on_and_it_survives_a_restart(
