@@ -90,7 +90,8 @@ def test_the_part_of_a_cluster_keeps_type_numbers() -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(SETUPS), st.sampled_from(["2x4", "3x2", "2x4,1x4:k80"]),
        st.lists(st.tuples(st.sampled_from([1, 1, 2, 4]), st.sampled_from(["resnet50", "vgg19", "lm"]),
-                          st.one_of(st.none(), st.integers(0, 2))), min_size=1, max_size=14),
+                          st.one_of(st.none(), st.sets(st.integers(0, 2), min_size=1, max_size=2))),
+                min_size=1, max_size=14),
        st.lists(st.sets(st.integers(0, 2), max_size=2), min_size=1, max_size=4), st.randoms(use_true_random=False))
 def test_no_placement_puts_a_pinned_job_elsewhere_or_a_new_run_on_a_closed_gpu(setup, cluster_spec, jobs, drains,
                                                                                rnd) -> None:
@@ -99,7 +100,7 @@ def test_no_placement_puts_a_pinned_job_elsewhere_or_a_new_run_on_a_closed_gpu(s
     cluster = sched.cluster
     n_nodes = cluster.num_nodes
     table = table_of([g for g, _, _ in jobs], [t for _, t, _ in jobs])
-    pinned = {r: (p % n_nodes,) for r, (_, _, p) in enumerate(jobs) if p is not None}
+    pinned = {r: tuple(sorted({x % n_nodes for x in p})) for r, (_, _, p) in enumerate(jobs) if p is not None}
     previous: dict[int, Assignment] = {}
     for step, drained in enumerate(drains):
         closed = np.isin(cluster.gpu_node, sorted(d % n_nodes for d in drained))
@@ -121,3 +122,19 @@ def test_no_placement_puts_a_pinned_job_elsewhere_or_a_new_run_on_a_closed_gpu(s
         previous = dict(plan.assignments)
         table.status[:] = JobStatus.QUEUED
         table.status[list(previous)] = JobStatus.RUNNING
+
+
+def test_a_pinned_gang_stays_on_one_gpu_type_and_keeps_what_it_can_of_its_gpus() -> None:
+    sched = scheduler("1x2,1x2:k80", "first-fit", False, "fifo")
+    table = table_of([1, 1, 2], ["resnet50"] * 3)
+    sched.fences = Fences(pinned={2: (0, 1)})  # two nodes of two types, one GPU free on each
+    prev = {0: Assignment(0, (0,)), 1: Assignment(1, (2,))}
+    plan = sched.decide(0.0, table, np.arange(3), prev)
+    assert 2 not in plan.assignments, "a gang never spans two GPU types"
+    sched = scheduler("1x4", "first-fit", False, "fifo")
+    table = table_of([1, 2, 2], ["resnet50"] * 3)
+    sched.fences = Fences(pinned={0: (0,), 1: (0,)})
+    prev = {1: Assignment(1, (0, 1)), 2: Assignment(2, (2, 3))}
+    plan = sched.decide(0.0, table, np.arange(3), prev)  # job 0 (first) takes GPU 0 of job 1
+    assert plan.assignments[0].gpus == (0,)
+    assert 1 in plan.assignments[1].gpus, "job 1 keeps the GPU it still can"

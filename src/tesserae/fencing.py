@@ -56,8 +56,9 @@ def part_of(cluster: Cluster, open_gpus: np.ndarray) -> tuple[Cluster | None, np
 
 def fenced_place(cluster: Cluster, table: JobTable, order: np.ndarray, advice: Advice,
                  previous: Mapping[int, Assignment], fences: Fences, now: float, no_backfill: bool,
-                 place_rest: PlaceRest) -> dict[int, Assignment]:
-    """The assignments of a fenced decision (module docstring)."""
+                 place_rest: PlaceRest, may_run: Callable[[int], tuple[int, ...]]) -> dict[int, Assignment]:
+    """The assignments of a fenced decision (module docstring); ``may_run(row)``: the GPU types a job
+    may run on (those its profile gives a rate, of the type it asks for), as any placement keeps to."""
     n = cluster.num_gpus
     closed = np.zeros(n, dtype=bool) if fences.closed is None else np.asarray(fences.closed, dtype=bool)
     taken = closed.copy()
@@ -69,7 +70,7 @@ def fenced_place(cluster: Cluster, table: JobTable, order: np.ndarray, advice: A
                     out[row] = previous[row]
                     taken[list(previous[row].gpus)] = True
     pinned = {r: nodes for r, nodes in fences.pinned.items() if r not in out}
-    out.update(_place_pinned(cluster, table, order, advice, previous, pinned, taken, no_backfill, set(out)))
+    out.update(_place_pinned(cluster, table, order, advice, previous, pinned, taken, no_backfill, set(out), may_run))
     # 3. the rest, on what is left
     part, ids = part_of(cluster, ~taken)
     if part is None:
@@ -101,7 +102,8 @@ def fenced_place(cluster: Cluster, table: JobTable, order: np.ndarray, advice: A
 
 def _place_pinned(cluster: Cluster, table: JobTable, order: np.ndarray, advice: Advice,
                   previous: Mapping[int, Assignment], pinned: Mapping[int, tuple[int, ...]], taken: np.ndarray,
-                  no_backfill: bool, fixed: set[int]) -> dict[int, Assignment]:
+                  no_backfill: bool, fixed: set[int], may_run: Callable[[int], tuple[int, ...]]
+                  ) -> dict[int, Assignment]:
     """2. of the module docstring: GPUs for the pinned rows of ``order`` (``taken`` is updated)."""
     out: dict[int, Assignment] = {}
     if not pinned or order.size == 0:
@@ -127,7 +129,7 @@ def _place_pinned(cluster: Cluster, table: JobTable, order: np.ndarray, advice: 
             elif no_backfill:
                 break
             continue
-        chosen = _choose(cluster, row, k, pos, pinned[row], previous.get(row), taken, holder) \
+        chosen = _choose(cluster, k, pos, pinned[row], may_run(row), previous.get(row), taken, holder) \
             if k <= free_total else None
         if chosen is None:
             if no_backfill:
@@ -141,19 +143,25 @@ def _place_pinned(cluster: Cluster, table: JobTable, order: np.ndarray, advice: 
     return out
 
 
-def _choose(cluster: Cluster, row: int, k: int, rank: int, nodes: tuple[int, ...], prev: Assignment | None,
-            taken: np.ndarray, holder: np.ndarray) -> tuple[tuple[int, ...], bool] | None:
-    """``k`` open GPUs on ``nodes`` for a pinned row, and whether they are the ones it holds; None: too few."""
-    if not nodes:
+def _choose(cluster: Cluster, k: int, rank: int, nodes: tuple[int, ...], types: tuple[int, ...],
+            prev: Assignment | None, taken: np.ndarray, holder: np.ndarray) -> tuple[tuple[int, ...], bool] | None:
+    """``k`` open GPUs of one of ``types`` on ``nodes`` for a pinned row, and whether they are the ones it
+    holds; None: too few."""
+    if not nodes or not types:
         return None
     allowed = np.isin(cluster.gpu_node, np.asarray(nodes, dtype=np.int64)) & ~taken
+    allowed &= np.isin(cluster.gpu_type, np.asarray(types, dtype=np.int64))
     if prev is not None and len(prev.gpus) == k and allowed[list(prev.gpus)].all():
         return prev.gpus, True
     ids = np.flatnonzero(allowed)
     h = holder[ids]
-    ids = ids[(h < 0) | (h > rank)]  # never the GPUs of a run ahead of it: they keep them
-    if ids.size < k:
+    ids = ids[(h < 0) | (h >= rank)]  # never the GPUs of a run ahead of it: they keep them (its own: h == rank)
+    counts = np.bincount(cluster.gpu_type[ids], minlength=len(cluster.gpu_types))
+    fit = np.flatnonzero(counts >= k)
+    if fit.size == 0:
         return None
+    kind = int(fit[np.argmax(counts[fit])])  # a gang runs on one GPU type: the one with the most room
+    ids = ids[cluster.gpu_type[ids] == kind]
     mine = np.zeros(cluster.num_gpus, dtype=bool)
     if prev is not None:
         mine[list(prev.gpus)] = True

@@ -26,7 +26,7 @@ from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
 from tesserae.fencing import fenced_place
-from tesserae.placement.base import PlacementPolicy, Replayable, RoundPlacer, capable
+from tesserae.placement.base import PlacementPolicy, PlacerBase, Replayable, RoundPlacer, capable
 from tesserae.scheduler_queues import QueueStep
 from tesserae.scheduling.base import SchedulingPolicy
 
@@ -84,9 +84,11 @@ class Scheduler:
         fences = self.fences
         if fences is not None and fences.applies(active):  # a fenced decision is never replayed
             self._last_placed = None
+            types = PlacerBase(self.cluster, table, previous, self.model, advice)
             assignments = fenced_place(self.cluster, table, order, advice, previous, fences, now,
                                        self.config.no_backfill,
-                                       lambda part, alloc, o, a, prev: self._place(alloc, table, o, a, prev, part))
+                                       lambda part, alloc, o, a, prev: self._place(alloc, table, o, a, prev, part),
+                                       types.runnable_types)
         else:
             # Tenant queues re-divide the cluster every decision (budgets move with time), so a decision
             # with queues is never replayed.
