@@ -73,7 +73,7 @@ def tenant_queue_rule(row: Any, queue: Queue) -> str | None:
 
 def node_rule(row: Any, queue: Queue) -> str | None:
     """A job pinned to a node (``--node``) that is gone, drained or too full for it."""
-    name = row["node"]
+    name = row["node"] if "node" in row.keys() else None  # noqa: SIM118 (a sqlite3.Row's `in`: values)
     if not name:
         return None
     room = queue.nodes.get(str(name))
