@@ -24,7 +24,7 @@ import numpy as np
 
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment
-from tesserae.placement.base import BulkAdmitter, BulkKeeper, RoundPlacer
+from tesserae.placement.base import BulkAdmitter, BulkKeeper, RoundPlacer, capable
 
 #: Seconds by which a hold must outlast ``now`` to count (a hold ending now has ended).
 HOLD_EPS = 1e-9
@@ -85,7 +85,7 @@ class Allocator:
         placer that keeps running jobs in place (``BulkKeeper``) admits that whole prefix exactly as
         one by one. Returns how many leading rows it admitted (0 for any other placer).
         """
-        if self.ran.size == 0 or order.size == 0 or not isinstance(placer, BulkKeeper):
+        if self.ran.size == 0 or order.size == 0 or not capable(placer, BulkKeeper):
             return 0
         ran = self.ran_last(order)
         n = int(order.size if ran.all() else np.argmin(ran))
@@ -96,7 +96,7 @@ class Allocator:
         gangs = self.table.num_gpus[order]
         no_backfill = self.no_backfill
         start = self.keep_running_prefix(placer, order)
-        if not no_backfill and isinstance(placer, BulkAdmitter):
+        if not no_backfill and capable(placer, BulkAdmitter):
             placer.admit_in_order(order[start:])
             return
         # Smallest gang at or after each position: the walk ends once nothing behind can fit.

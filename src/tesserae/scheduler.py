@@ -21,10 +21,12 @@ from tesserae.allocator import Allocator
 from tesserae.core.advice import TYPE_ADVICE, Advice, AdviceKind, Ran, RanReport, describe, unmet_advice
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
+from tesserae.core.fences import Fences
 from tesserae.core.jobs import JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
-from tesserae.placement.base import PlacementPolicy, Replayable, RoundPlacer
+from tesserae.fencing import fenced_place
+from tesserae.placement.base import PlacementPolicy, PlacerBase, Replayable, RoundPlacer, capable
 from tesserae.scheduler_queues import QueueStep
 from tesserae.scheduling.base import SchedulingPolicy
 
@@ -66,6 +68,9 @@ class Scheduler:
         self._last_exec: dict[int, float] = {}
         # The inputs and result of the last placement run (table, order, previous, assignments).
         self._last_placed: tuple[JobTable, np.ndarray, dict[int, Assignment], dict[int, Assignment]] | None = None
+        #: Closed GPUs and pinned jobs (``core.fences``) for the next decisions; the driver sets them
+        #: (the runtime: drained nodes, unhealthy GPUs, ``--node``). None: nothing fenced.
+        self.fences: Fences | None = None
 
     def decide(self, now: float, table: JobTable, active: np.ndarray,
                previous: Mapping[int, Assignment]) -> Plan:
@@ -76,11 +81,20 @@ class Scheduler:
         order = allocator.held_first(self.policy.order(table, active, now))
         self.last_order = order
         advice = self.policy.advice(order)
-        # Tenant queues re-divide the cluster every decision (budgets move with time), so a decision
-        # with queues is never replayed.
-        assignments = self._unchanged(table, order, advice, previous) if self.queues is None else None
-        if assignments is None:
-            assignments = self._place(allocator, table, order, advice, previous)
+        fences = self.fences
+        if fences is not None and fences.applies(active):  # a fenced decision is never replayed
+            self._last_placed = None
+            types = PlacerBase(self.cluster, table, previous, self.model, advice)
+            assignments = fenced_place(self.cluster, table, order, advice, previous, fences, now,
+                                       self.config.no_backfill,
+                                       lambda part, alloc, o, a, prev: self._place(alloc, table, o, a, prev, part),
+                                       types.runnable_types)
+        else:
+            # Tenant queues re-divide the cluster every decision (budgets move with time), so a decision
+            # with queues is never replayed.
+            assignments = self._unchanged(table, order, advice, previous) if self.queues is None else None
+            if assignments is None:
+                assignments = self._place(allocator, table, order, advice, previous)
         pairs = sorted([(r, p) for r, a in assignments.items() if (p := a.partner) is not None and r < p])
         if self.policy.credits_what_ran:
             self._remember(now, table, assignments)
@@ -90,21 +104,24 @@ class Scheduler:
         return plan
 
     def _place(self, allocator: Allocator, table: JobTable, order: np.ndarray, advice: Advice,
-               previous: Mapping[int, Assignment]) -> dict[int, Assignment]:
-        """Allocate gangs in priority order (inside each tenant queue's budget), pack, lay out."""
-        placer = self.placement.begin(self.cluster, table, previous, self.model, advice)
+               previous: Mapping[int, Assignment], cluster: Cluster | None = None) -> dict[int, Assignment]:
+        """Allocate gangs in priority order (inside each tenant queue's budget), pack, lay out; on
+        ``cluster``, a part of the scheduler's (a fenced decision), or the whole of it."""
+        placer = self.placement.begin(cluster or self.cluster, table, previous, self.model, advice)
         if self.queues is not None and self.queues.enforce:
-            self.last_order = self.queues.walk(allocator, placer, order)
+            walked = self.queues.walk(allocator, placer, order)
+            if cluster is None:
+                self.last_order = walked
         else:
             allocator.walk(placer, order)
-        return self._finish(table, order, placer, advice, previous)
+        return self._finish(table, order, placer, advice, previous, replayable=cluster is None)
 
     def _finish(self, table: JobTable, order: np.ndarray, placer: RoundPlacer, advice: Advice,
-                previous: Mapping[int, Assignment]) -> dict[int, Assignment]:
+                previous: Mapping[int, Assignment], *, replayable: bool = True) -> dict[int, Assignment]:
         # Packing pairs jobs that did not fit with admitted ones (the partners share their hosts' GPUs).
         placer.pack(advice.pack_candidates())
         assignments = placer.finish()
-        if isinstance(self.placement, Replayable):
+        if replayable and capable(self.placement, Replayable):
             self._last_placed = (table, order.copy(), dict(previous), assignments)
         return assignments
 

@@ -189,7 +189,8 @@ def test_a_store_of_the_previous_schema_is_upgraded(tmp_path: Path) -> None:
     db = tmp_path / "t.db"
     _old_store(db, 1, "", "completed")
     store = Store(db)
-    assert store.meta("schema_version") == "5" and store.store_id
+    assert store.meta("schema_version") == "6" and store.store_id
+    assert store.one("SELECT node FROM jobs WHERE id=1")[0] is None and not store.query("SELECT * FROM drained_nodes")
     assert store.one("SELECT idempotency_key FROM jobs WHERE id=1")[0] is None
     old_job = store.one("SELECT held, retries, after, time_limit FROM jobs WHERE id=1")
     assert (old_job["held"], old_job["retries"], old_job["after"], old_job["time_limit"]) == (0, 0, "[]", None)
@@ -216,12 +217,12 @@ def test_every_earlier_store_gets_both_queue_and_lifecycle_columns(tmp_path: Pat
     db = tmp_path / "t.db"
     _old_store(db, version, ", idempotency_key TEXT, request_hash TEXT" + columns, "queued")
     store = Store(db)
-    assert store.meta("schema_version") == "5"
+    assert store.meta("schema_version") == "6"
     row = store.one("SELECT queue, priority_class, held, retries, after, time_limit, gpu_type, output, error "
                     "FROM jobs WHERE id=1")
     assert tuple(row) == ("", "normal", 0, 0, "[]", None, None, None, None)
     store.close()
-    assert Store(db).meta("schema_version") == "5"  # and it opens again as it is
+    assert Store(db).meta("schema_version") == "6"  # and it opens again as it is
 
 
 def test_a_torn_last_frame_is_not_corruption(tmp_path: Path) -> None:

@@ -9,9 +9,19 @@ from typing import Any
 
 import httpx
 
-from support.server import REPO
+from support.server import REPO, Server
 
 SHOTS = Path(os.environ.get("TESSERAE_SCREENSHOTS", REPO / "out" / "test-screenshots"))
+
+
+def end_all_jobs(s: Server) -> None:
+    """Cancel every job of the server that has not ended, and wait until each has (a shared server's
+    next test starts on an idle cluster)."""
+    for j in s.client().get("/v1/jobs").json()["jobs"]:
+        if j["state"] in ("queued", "running", "preempted"):
+            s.client().post(f"/v1/jobs/{j['id']}/cancel")
+    for j in s.client().get("/v1/jobs").json()["jobs"]:
+        s.wait_state(j["id"], ("completed", "failed", "cancelled"))
 
 
 def shot(page: Any, name: str) -> Path:

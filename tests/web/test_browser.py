@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from support.server import PY, REPO, Server, toy, wait_for
-from support.web import login, shot
+from support.web import end_all_jobs, login, shot
 
 expect = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (pip install -e '.[dev]')"
                              ).expect
@@ -25,14 +25,6 @@ expect = pytest.importorskip("playwright.sync_api", reason="playwright is not in
 HOSTILE = '<img src=x onerror="window.__xss=1"><script>window.__xss=1</script> & "quotes"'
 SLOW = 15000 * 3
 expect.set_options(timeout=15000)
-
-
-def _cancel_all(s: Server) -> None:
-    for j in s.client().get("/v1/jobs").json()["jobs"]:
-        if j["state"] in ("queued", "running", "preempted"):
-            s.client().post(f"/v1/jobs/{j['id']}/cancel")
-    for j in s.client().get("/v1/jobs").json()["jobs"]:
-        s.wait_state(j["id"], ("completed", "failed", "cancelled"))
 
 
 def test_login_watch_a_job_and_cancel_from_its_page(web_server: Server, page_of: Any) -> None:
@@ -144,7 +136,7 @@ def test_cluster_queue_and_usage_pages(web_server: Server, page_of: Any) -> None
     expect(page.locator("#chart-users canvas")).to_have_count(1)
     expect(page.get_by_test_id("usage")).to_contain_text("admin")
     shot(page, "usage")
-    _cancel_all(s)
+    end_all_jobs(s)
     expect(page.get_by_test_id("usage")).to_contain_text("admin")
 
 

@@ -34,11 +34,13 @@ class Node:
 class Cluster:
     """An immutable set of nodes. Arrays are indexed by node or by global GPU id."""
 
-    def __init__(self, nodes: list[Node] | tuple[Node, ...]) -> None:
+    def __init__(self, nodes: list[Node] | tuple[Node, ...], gpu_types: tuple[str, ...] | None = None) -> None:
+        """``gpu_types`` fixes the type indices (a part of a larger cluster keeps its types' numbers,
+        even those it has no GPU of); by default they come from the nodes in order."""
         if not nodes:
             raise InputError("a cluster needs at least one node")
         self.nodes: tuple[Node, ...] = tuple(nodes)
-        types: list[str] = []
+        types: list[str] = list(gpu_types or ())
         for n in self.nodes:
             if n.gpu_type not in types:
                 types.append(n.gpu_type)

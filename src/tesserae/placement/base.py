@@ -108,6 +108,23 @@ def runnable(model: ThroughputModel, job_type: str, num_gpus: int, gpu_type: str
     return ok
 
 
+#: ``capable``'s memo: (class, capability protocol) -> whether the class has it.
+_CAPABLE: dict[tuple[type, type], bool] = {}
+
+
+def capable(obj: object, capability: type) -> bool:
+    """``isinstance(obj, capability)`` for one of the capability protocols below, memoised per class.
+
+    A runtime-checkable protocol's ``isinstance`` walks the protocol's attributes at every call: on
+    the allocator's path, twice a decision, that was a tenth of a simulation's time. A capability is
+    a method of the placer's class, so the answer holds for every object of the class."""
+    key = (type(obj), capability)
+    ok = _CAPABLE.get(key)
+    if ok is None:
+        ok = _CAPABLE[key] = isinstance(obj, capability)
+    return ok
+
+
 @runtime_checkable
 class RoundPlacer(Protocol):
     """One decision's placement: what the allocator and the scheduler call, in this order.

@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -211,6 +212,14 @@ class Client:
 
     def cluster(self) -> dict[str, Any]:
         return self.call("GET", "/v1/cluster").json()
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.call("GET", "/v1/nodes").json()["nodes"]
+
+    def node_action(self, name: str, action: str, reason: str = "") -> dict[str, Any]:
+        """``POST /v1/nodes/NAME/drain`` (with ``reason``) or ``.../undrain`` (admin tokens)."""
+        body = {"json": {"reason": reason}} if action == "drain" else {}
+        return self.call("POST", f"/v1/nodes/{quote(name, safe='')}/{action}", **body).json()
 
     def create_token(self, user: str, admin: bool = False, label: str = "") -> str:
         return self.call("POST", "/v1/tokens", json={"user": user, "admin": admin, "label": label}).json()["token"]

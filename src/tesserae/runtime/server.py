@@ -91,6 +91,10 @@ class ServerOptions:
     #: Admission limits (``runtime.api.budgets``): most active jobs per user, most waiting jobs (0: none).
     max_jobs_per_user: int = 10_000
     max_queued_jobs: int = 100_000
+    #: The GPU health probe of the local executor (``executor.gpu_health``): ``auto`` (``nvidia-smi``
+    #: for NVML's GPUs, where it is on PATH), ``off``, or the command to run; and its interval (s).
+    gpu_health: str = "auto"
+    gpu_health_interval: float = 30.0
 
 
 def say(msg: str) -> None:
@@ -206,12 +210,41 @@ def make_executor(opts: ServerOptions, pass_env: tuple[str, ...]) -> Executor[An
                           grace_seconds=opts.grace_seconds, log=say, pass_env=pass_env,
                           lease_seconds=opts.ray_lease or DEFAULT_LEASE, split_logs=True, master_ports=ports)
         ray.check_address()
+        choice = opts.gpu_health.strip()
+        if choice != "off":  # each node's agent probes its own GPUs; auto: those NVML named, with nvidia-smi
+            import shlex
+
+            ray.probe_gpu_health(["nvidia-smi"] if choice == "auto" else shlex.split(choice),
+                                 opts.gpu_health_interval, virtual=choice != "auto")
         return ray
     from tesserae.runtime.executor.gpus import discover
     from tesserae.runtime.local.executor import LocalExecutor
 
-    return LocalExecutor(discover(opts.virtual_gpus, opts.gpu_type), detect_cgroups=opts.cgroups == "auto",
-                         pass_env=pass_env, log=say)
+    gpus = discover(opts.virtual_gpus, opts.gpu_type)
+    return LocalExecutor(gpus, detect_cgroups=opts.cgroups == "auto", pass_env=pass_env, log=say,
+                         health=_gpu_health(opts, [g.device for g in gpus], gpus[0].virtual))
+
+
+def _gpu_health(opts: ServerOptions, devices: list[str], virtual: bool) -> Any:
+    """The local executor's GPU health probe (``--gpu-health``), or None."""
+    import shlex
+    import shutil
+
+    from tesserae.runtime.executor.gpu_health import GpuHealth
+
+    choice = opts.gpu_health.strip()
+    if choice == "off" or (choice == "auto" and virtual):
+        return None
+    if choice == "auto":
+        if shutil.which("nvidia-smi") is None:
+            say("GPU health: nvidia-smi is not on PATH; GPUs are not probed (--gpu-health COMMAND to name it)")
+            return None
+        choice = "nvidia-smi"
+    command = shlex.split(choice)
+    if not command or shutil.which(command[0]) is None:
+        raise InputError(f"--gpu-health: '{choice}' is not a command on PATH (give nvidia-smi's path, or off)",
+                         field="gpu-health")
+    return GpuHealth(command, devices, opts.gpu_health_interval, log=say)
 
 
 def _scheduler(cluster: Any, model: Any, opts: ServerOptions) -> Any:

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.stats import t as student
 
 CONFIDENCE = 0.95
 SWEEP_COLUMNS = ["label", "load", "seeds", "mean", "sd", "ci_low", "ci_high", "ratio", "ratio_low", "ratio_high"]
@@ -38,6 +37,9 @@ class Spread:
 
 
 def _half_width(sd: float, n: int) -> float:
+    # scipy.stats takes seconds to import: only a sweep over several seeds needs it, not every compare
+    from scipy.stats import t as student
+
     return float(student.ppf(0.5 + CONFIDENCE / 2, n - 1)) * sd / math.sqrt(n)
 
 

@@ -39,18 +39,21 @@ def grid(cluster: dict[str, Any], nodes: list[dict[str, Any]],
          progress: dict[int, float] | None = None) -> list[dict[str, Any]]:
     """Nodes with one cell per GPU: its jobs (two when packed) with their progress (a fraction, where
     the visitor may see the job and its total is known), whether it is shared, whether its node is
-    down (``draining``/``dead``). GPUs no node claims are listed under a last row."""
+    down (``draining``/``dead``) or drained by an admin (the node's state is then ``drained``). GPUs
+    no node claims are listed under a last row."""
     progress = progress or {}
     gpus = {int(g["id"]): {**g, "jobs": [{**j, "progress": progress.get(int(j["job"]))} for j in g.get("jobs", [])]}
             for g in cluster["gpus"]}
     rows, seen = [], set()
     for n in nodes:
         cells = []
+        state = "drained" if n.get("drained") and n["state"] == "alive" else n["state"]  # by an admin
         for gid in n["gpus"]:
             seen.add(gid)
             g = gpus.get(gid, {"id": gid, "device": "?", "type": n.get("gpu_type", "?"), "jobs": []})
-            cells.append(_cell(g, n["state"]))
-        rows.append({**n, "cells": cells, "used": sum(1 for c in cells if c["jobs"])})
+            unhealthy = state == "alive" and str(gid) in (n.get("unhealthy") or {})
+            cells.append(_cell(g, "unhealthy" if unhealthy else state))
+        rows.append({**n, "state": state, "cells": cells, "used": sum(1 for c in cells if c["jobs"])})
     rest = [_cell(g, "alive") for i, g in sorted(gpus.items()) if i not in seen]
     if rest:
         rows.append({"id": "?", "name": "GPUs of no listed node", "ip": "", "gpu_type": "", "gpus": [],
@@ -88,7 +91,8 @@ def running_jobs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 e["gpus"].append(c["id"])
                 e["partners"].update(j["partners"])
                 e["nodes"].add(n["name"])
-                e["on_down_node"] |= c["down"]
+                e["on_down_node"] |= c["down"] and c["state"] != "drained"
+                e["on_drained_node"] = e.get("on_drained_node", False) or c["state"] == "drained"
     return [{**e, "partners": sorted(e["partners"]), "nodes": sorted(e["nodes"])} for _, e in sorted(out.items())]
 
 

@@ -18,12 +18,14 @@ import numpy as np
 from fastapi import FastAPI, Query, Request, Response
 
 from tesserae.runtime.api.budgets import charged
+from tesserae.runtime.api.drain import add_drain_routes
 from tesserae.runtime.api.history import node_health
 from tesserae.runtime.api.limits import MAX_WINDOW
 from tesserae.runtime.controller import pending
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.job.files import MAX_INT
 from tesserae.runtime.store import allocations, counts
+from tesserae.runtime.store import nodes as drained_nodes
 from tesserae.scheduling.base import QueueInspect
 
 #: Most time bins one usage query may ask for.
@@ -42,10 +44,18 @@ def node_view(controller: Controller) -> list[dict[str, Any]]:
 
 
 def unavailable_gpus(controller: Controller) -> dict[int, str]:
-    """The GPUs of nodes that are not ``alive`` (unreachable, draining, dead), by id, with their node's
-    state: the scheduler no longer starts anything there, so they are not free, whatever still runs
-    on them until its runs are closed."""
-    return {gpu: node.state for node in controller.executor.nodes() if node.state != "alive" for gpu in node.gpus}
+    """The GPUs of nodes that are not ``alive`` (unreachable, draining, dead) or that an admin drained
+    (``drained``), and those a health probe found failing (``unhealthy``), by id, with their node's
+    state: the scheduler starts nothing new there, so they are not free, whatever still runs on them
+    until its runs end."""
+    drained = drained_nodes.drained(controller.store)
+    out: dict[int, str] = {}
+    for node in controller.executor.nodes():
+        if node.state != "alive" or node.name in drained or node.id in drained:
+            out.update(dict.fromkeys(node.gpus, node.state if node.state != "alive" else "drained"))
+        else:
+            out.update(dict.fromkeys(node.unhealthy, "unhealthy"))
+    return out
 
 
 def usage_series(rows: list[Any], now: float, window: float, bins: int, total_gpus: int,
@@ -100,8 +110,8 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(who: Lister) -> dict[str, Any]:
         """GPUs, what runs on each, and the queue. A GPU of a node that is not alive (unreachable,
-        draining, dead) is ``available: false`` with its node's state, and counts as neither free nor
-        in use unless a run still holds it."""
+        draining, dead) or that an admin drained is ``available: false`` with its node's state, and
+        counts as neither free nor in use unless a run still holds it."""
         on_gpu: dict[int, list[dict[str, Any]]] = {}
         for a in allocations.unended_with_owner(store):
             mine = who.admin or a["user"] == who.user
@@ -124,9 +134,12 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
     def nodes(who: Who) -> dict[str, Any]:
         """Nodes of the cluster with their GPUs (global ids as in ``/v1/cluster``), state (``alive``,
         ``draining`` or ``dead``) and health: ``last_heartbeat`` (when the executor last heard from
-        the node; for the local machine, the controller's own heartbeat: ``heartbeat_of``) and
-        ``lost_runs`` (per GPU id, runs whose processes vanished there in the last 24 h)."""
+        the node; for the local machine, the controller's own heartbeat: ``heartbeat_of``),
+        ``lost_runs`` (per GPU id, runs whose processes vanished there in the last 24 h) and
+        ``drained`` (by an admin: ``{since, by, reason}``, else null)."""
         return {"nodes": node_health(controller, node_view(controller), time.time())}
+
+    add_drain_routes(app, controller, Who)
 
     @app.get("/v1/queue", tags=["cluster"], responses={304: {"description": "Unchanged since the ETag sent "
                                                                           "in If-None-Match."}})

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from tesserae.core.queues import QUEUE_NAME_PATTERN
 from tesserae.runtime.api.jobs import USER_PATTERN, JobId, owned_job
 from tesserae.runtime.api.limits import BoundedInt, ErrorBody, SafeStr
-from tesserae.runtime.api.models import SubmitError, check_gpu_type
+from tesserae.runtime.api.models import MAX_NODE_NAME, NODE_NAME_PATTERN, SubmitError, check_gpu_type, check_node
 from tesserae.runtime.api.queues import queue_for
 from tesserae.runtime.api.views import job_view
 from tesserae.runtime.controller.lifecycle import MAX_DEPENDENCIES, MAX_TIME_LIMIT
@@ -58,6 +58,8 @@ class BulkAction(BaseModel):
     state: Literal["queued", "preempted", "running"] | None = Field(None, description="Only jobs in this state.")
     queue: str | None = Field(None, min_length=1, max_length=64, pattern=QUEUE_NAME_PATTERN,
                               description="Only jobs of this tenant queue.")
+    dry_run: bool = Field(False, description="Only say which jobs the action would apply to (``would``; "
+                                             "a confirmation's count): nothing is done.")
 
     @model_validator(mode="after")
     def _some(self) -> "BulkAction":
@@ -81,11 +83,13 @@ class JobUpdate(BaseModel):
                                            "([] removes them).")
     after_ok: list[BoundedInt] | None = Field(None, max_length=MAX_DEPENDENCIES, description="Start only after "
                                               "these jobs have completed.")
+    node: str | None = Field(None, max_length=MAX_NODE_NAME, pattern=r"^$|" + NODE_NAME_PATTERN[1:],
+                             description="Run only on this node (its name or id); \"\" lets it run anywhere.")
 
     @model_validator(mode="after")
     def _some(self) -> "JobUpdate":
         if not self.model_fields_set:
-            raise ValueError("nothing to change: give time_limit, gpus, queue, after or after_ok")
+            raise ValueError("nothing to change: give time_limit, gpus, queue, after, after_ok or node")
         return self
 
 
@@ -129,6 +133,10 @@ def add_control_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                                          limit=MAX_BULK + 1, still=action)
             more = len(targets) > MAX_BULK
             targets = targets[:MAX_BULK]
+        if req.dry_run:
+            return {"action": action, "dry_run": True, "would": [int(r["id"]) for r in targets],
+                    "count": len(targets), "skipped": sorted(skipped, key=lambda s: s["id"]), "denied": denied,
+                    "not_found": not_found, "more": more}
         done: list[dict[str, Any]] = []
         now = time.time()
         with store.tx():
@@ -148,7 +156,7 @@ def add_control_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     @app.patch("/v1/jobs/{job_id}", tags=["jobs"],
                responses={409: {"model": ErrorBody, "description": "The job does not wait (it runs or has ended)."}})
     def update(job_id: JobId, req: JobUpdate, who: Who) -> dict[str, Any]:
-        """Change a waiting job's time limit, GPU count, queue or dependencies (as scontrol update)."""
+        """Change a waiting job's time limit, GPU count, queue, dependencies or node (as scontrol update)."""
         row = owned_job(store, job_id, who)
         _check_waiting(row)
         changes: dict[str, Any] = {}
@@ -169,6 +177,11 @@ def add_control_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
                 changes["queue"] = queue
         if req.after is not None or req.after_ok is not None:
             changes["after"] = json.dumps(_dependencies(controller, job_id, req, who))
+        node = row["node"] if req.node is None else (req.node or None)
+        if node is not None and (req.node or req.gpus is not None):
+            check_node(node, gpus, row["gpu_type"], controller)
+        if req.node is not None and node != row["node"]:
+            changes["node"] = node
         if changes:
             state = job_control.update_waiting(store, job_id, changes, who.user, time.time())
             if state is not None:

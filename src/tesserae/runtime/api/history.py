@@ -19,6 +19,7 @@ from tesserae.core.timeseries import MAX_POINTS, busy_and_waiting, peak_sample
 from tesserae.runtime.api.limits import MAX_WINDOW
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.store import history
+from tesserae.runtime.store import nodes as drained_nodes
 
 
 def cluster_history(controller: Controller, now: float, window: float, points: int) -> dict[str, Any]:
@@ -51,12 +52,16 @@ def node_health(controller: Controller, nodes: list[dict[str, Any]], now: float)
         for g in json.loads(r["gpus"]):
             lost[int(g)] = lost.get(int(g), 0) + 1
     beat = controller.store.meta("heartbeat")
+    drained = drained_nodes.drained(controller.store)
     out = []
     for n in nodes:
         own = n.get("last_seen") is None
+        d = drained.get(n["name"]) or drained.get(n["id"])
         out.append({**n, "last_heartbeat": (float(beat) if beat else None) if own else n["last_seen"],
                     "heartbeat_of": "controller" if own else "node",
-                    "lost_runs": {str(g): lost[g] for g in n["gpus"] if g in lost}})
+                    "lost_runs": {str(g): lost[g] for g in n["gpus"] if g in lost},
+                    "drained": None if d is None else {"since": float(d["since"]), "by": d["by"],
+                                                       "reason": d["reason"]}})
     return out
 
 

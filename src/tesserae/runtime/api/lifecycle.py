@@ -25,7 +25,7 @@ from tesserae.runtime.store.database import FINAL_STATES, RUNNABLE_STATES, Princ
 #: The columns a resubmission copies.
 _SPEC = ("user", "name", "job_type", "num_gpus", "command", "shell", "env", "workdir", "nproc", "iterations",
          "time_limit", "retries", "retry_backoff", "gpu_type", "cpus", "memory_mb", "queue", "priority_class",
-         "output", "error")
+         "output", "error", "node")
 
 
 def add_lifecycle_routes(app: FastAPI, controller: Controller, Who: Any) -> None:

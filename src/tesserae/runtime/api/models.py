@@ -24,6 +24,7 @@ from tesserae.runtime.controller.lifecycle import (
     MAX_TIME_LIMIT,
     parse_array,
 )
+from tesserae.runtime.controller.node_fences import find_node, namesakes
 from tesserae.runtime.job import env as job_env
 from tesserae.runtime.job import output as job_output
 from tesserae.runtime.job.resources import MAX_CPUS, MAX_MEMORY_MB
@@ -31,6 +32,9 @@ from tesserae.runtime.job.resources import MAX_CPUS, MAX_MEMORY_MB
 if TYPE_CHECKING:
     from tesserae.runtime.controller.loop import Controller
 
+#: What a node's name may hold (a host name; this machine's nodes are "HOST (TYPE)" with several types).
+NODE_NAME_PATTERN = r"^[A-Za-z0-9_.:@()\- ]+$"
+MAX_NODE_NAME = 253
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 RESERVED_ENV = frozenset({"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "MASTER_ADDR", "MASTER_PORT", "RANK",
                           "LOCAL_RANK", "WORLD_SIZE"})
@@ -88,6 +92,8 @@ class JobSubmission(BaseModel):
     hold: bool = Field(False, description="Submit held: it is not scheduled until released.")
     gpu_type: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[A-Za-z0-9_.\-]+$",
                                  description="Run only on GPUs of this type (as the cluster names them).")
+    node: str | None = Field(None, min_length=1, max_length=MAX_NODE_NAME, pattern=NODE_NAME_PATTERN,
+                             description="Run only on this node (its name or id as `GET /v1/nodes` shows it).")
     cpus: float | None = Field(None, gt=0, le=MAX_CPUS, description="CPU cores the job uses (a cgroup CPU quota "
                                "where the server may set one; always accounted).")
     output: SafeStr | None = Field(None, min_length=1, max_length=job_output.MAX_PATH, description="File for the "
@@ -163,6 +169,8 @@ def check_submission(sub: JobSubmission, controller: "Controller") -> None:
         raise SubmitError("gpus", f"the job asks for {sub.gpus} GPUs but at most {biggest} are of one type")
     if sub.gpu_type is not None:
         check_gpu_type(sub.gpu_type, sub.gpus, controller)
+    if sub.node is not None:
+        check_node(sub.node, sub.gpus, sub.gpu_type, controller)
     known = controller.job_types()
     if sub.job_type not in known and controller.learning is None:  # learned: a type is a hint, any name will do
         shown = ", ".join(known[:12]) + (", ..." if len(known) > 12 else "")
@@ -278,9 +286,26 @@ def check_gpu_type(gpu_type: str, gpus: int, controller: "Controller") -> None:
                                       "and does not honour a job's GPU type")
 
 
+def check_node(name: str, gpus: int, gpu_type: str | None, controller: "Controller") -> None:
+    """The cluster has a node ``name`` (by name or id) with ``gpus`` GPUs, of ``gpu_type`` if one is asked."""
+    view = controller.executor.nodes()
+    same = namesakes(view, name)
+    if same:
+        raise SubmitError("node", f"{len(same)} nodes are called '{name}': give one's id "
+                                  f"({', '.join(n.id for n in same[:8])})")
+    node = find_node(view, name)
+    if node is None:
+        names = ", ".join(n.name for n in view[:12]) + (", ..." if len(view) > 12 else "")
+        raise SubmitError("node", f"this cluster has no node '{name}'; its nodes are: {names}")
+    if gpus > len(node.gpus):
+        raise SubmitError("gpus", f"the job asks for {gpus} GPUs but node '{node.name}' has {len(node.gpus)}")
+    if gpu_type is not None and node.gpu_type != gpu_type:
+        raise SubmitError("node", f"node '{node.name}' has {node.gpu_type} GPUs, not {gpu_type}")
+
+
 #: Fields added after the first idempotency keys were stored (tenant queues, lifecycle controls, resources).
 _LATER_FIELDS = ("queue", "priority_class", "time_limit", "retries", "retry_backoff", "after", "after_ok", "array",
-                 "hold", "gpu_type", "cpus", "memory_mb", "output", "error")
+                 "hold", "gpu_type", "cpus", "memory_mb", "output", "error", "node")
 
 
 def request_hash(sub: JobSubmission) -> str:

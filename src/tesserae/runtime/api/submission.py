@@ -17,7 +17,7 @@ def lifecycle_columns(sub: JobSubmission) -> dict[str, Any]:
     after = [[j, "any"] for j in dict.fromkeys(sub.after)] + [[j, "ok"] for j in dict.fromkeys(sub.after_ok)]
     return {"time_limit": sub.time_limit, "retries": sub.retries, "retry_backoff": sub.retry_backoff,
             "held": int(sub.hold), "after": json.dumps(after), "gpu_type": sub.gpu_type, "cpus": sub.cpus,
-            "memory_mb": sub.memory_mb, "output": sub.output, "error": sub.error}
+            "memory_mb": sub.memory_mb, "output": sub.output, "error": sub.error, "node": sub.node}
 
 
 def check_dependencies(store: Store, sub: JobSubmission, who: Principal) -> None:

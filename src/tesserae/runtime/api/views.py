@@ -96,7 +96,8 @@ def lifecycle_view(row: Any) -> dict[str, Any]:
             "held": bool(row["held"]), "after": [j for j, kind in deps if kind == "any"],
             "after_ok": [j for j, kind in deps if kind == "ok"], "array_job": row["array_job"],
             "array_index": row["array_index"], "resubmit_of": row["resubmit_of"], "gpu_type": row["gpu_type"],
-            "cpus": _num(row["cpus"]), "memory_mb": row["memory_mb"], "output": row["output"], "error": row["error"]}
+            "cpus": _num(row["cpus"]), "memory_mb": row["memory_mb"], "output": row["output"], "error": row["error"],
+            "node": row["node"]}
 
 
 def prometheus_text(controller: Controller) -> str:

@@ -3,8 +3,8 @@ cancel, hold, release and update).
 
 ``register(app)`` adds them to the main Typer app (``tesserae.cli`` calls it), in this order:
 the ``token`` group, then server, submit, batch, jobs, show, cancel, hold, release, update, resubmit,
-logs, cluster, usage, the ``queue`` group, what-if. Heavy imports (FastAPI, uvicorn, the scheduler) happen
-inside the commands, so the client commands start fast.
+logs, cluster, the ``node`` group, usage, the ``queue`` group, what-if. Heavy imports (FastAPI,
+uvicorn, the scheduler) happen inside the commands, so the client commands start fast.
 A usage mistake (a missing argument, ``--gpus two``) is reported like every other user error: one
 line on stderr and exit status 2 (``cli_help.TesseraeCommand``). A new command is a module here
 with a ``register(app)``, added to the list below.
@@ -25,6 +25,7 @@ from tesserae.runtime.commands import (
     jobs,
     lifecycle,
     logs,
+    node,
     queue,
     server,
     submit,
@@ -48,6 +49,7 @@ def register(app: typer.Typer, server_extensions: Sequence[AppExtension] = ()) -
     lifecycle.register(app)
     logs.register(app)
     cluster.register(app)
+    node.register(app)
     accounting.register(app)
     queue.register(app)
     what_if.register(app)

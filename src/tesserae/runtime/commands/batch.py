@@ -80,7 +80,7 @@ DIRECTIVES: dict[str, tuple[str, Callable[[str, str], Any] | None]] = {
     "output": ("output", _text), "error": ("error", _text), "after": ("after", lambda t, f: job_ids([t], f)),
     "after-ok": ("after_ok", lambda t, f: job_ids([t], f)), "array": ("array", _array), "queue": ("queue", _text),
     "type": ("job_type", _text), "iterations": ("iterations", _int), "retries": ("retries", _int),
-    "gpu-type": ("gpu_type", _text), "cpus": ("cpus", _cpus), "memory": ("memory_mb", _memory),
+    "gpu-type": ("gpu_type", _text), "node": ("node", _text), "cpus": ("cpus", _cpus), "memory": ("memory_mb", _memory),
     "nproc": ("nproc", _int), "workdir": ("workdir", _text), "hold": ("hold", None),
 }
 

@@ -96,8 +96,10 @@ def update(
     after_ok: Annotated[list[str] | None, typer.Option("--after-ok", metavar="ID[,ID...]", help="Replace its "
                                                        "dependencies: start after these jobs have completed.")
                         ] = None,
+    node: Annotated[str | None, typer.Option("--node", metavar="NAME|any", help="Run only on this node ('any': "
+                                             "on any node).")] = None,
 ) -> None:
-    """Change a waiting job (as scontrol update): its time limit, GPUs, queue or dependencies."""
+    """Change a waiting job (as scontrol update): its time limit, GPUs, queue, dependencies or node."""
     number = parse_job_id(job_id)
     changes: dict[str, Any] = {}
     if time_limit is not None:
@@ -110,8 +112,10 @@ def update(
         none = [a for a in after or [] if a.strip().lower() == "none"]
         changes["after"] = [] if none else job_ids(after, "--after")
         changes["after_ok"] = job_ids(after_ok, "--after-ok")
+    if node is not None:
+        changes["node"] = "" if node.strip().lower() == "any" else node
     if not changes:
-        raise InputError("nothing to change: give --time-limit, --gpus, --queue, --after or --after-ok")
+        raise InputError("nothing to change: give --time-limit, --gpus, --queue, --after, --after-ok or --node")
     with client() as c:
         j = c.update(number, changes)
     said = []
@@ -124,4 +128,6 @@ def update(
     if "after" in changes:
         deps = [*(str(d) for d in j["after"]), *(f"{d} (ok)" for d in j["after_ok"])]
         said.append("after " + (", ".join(deps) if deps else "nothing"))
+    if "node" in changes:
+        said.append(f"node {j['node'] or 'any'}")
     console.print(f"job {j['id']}: {'; '.join(said)}", highlight=False)

@@ -155,6 +155,8 @@ def lifecycle_rows(j: dict[str, Any]) -> list[tuple[str, str]]:
         rows.append(("resubmit of", str(j["resubmit_of"])))
     if j.get("gpu_type"):
         rows.append(("gpu type", j["gpu_type"]))
+    if j.get("node"):
+        rows.append(("node", j["node"]))
     if j.get("cpus") is not None:
         rows.append(("cpus", f"{j['cpus']:g}"))
     if j.get("memory_mb") is not None:

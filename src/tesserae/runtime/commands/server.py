@@ -129,6 +129,14 @@ def server(
     max_queued_jobs: Annotated[int, typer.Option("--max-queued-jobs", min=0, metavar="N", help="Most waiting jobs "
                                                  "on the server, all users together; more is refused (HTTP 429). "
                                                  "0: no limit. After Slurm's MaxJobCount.")] = 100_000,
+    gpu_health: Annotated[str, typer.Option("--gpu-health", metavar="auto|off|COMMAND", help="Probe the GPUs' "
+                                            "health with nvidia-smi (uncorrectable ECC errors, pending page "
+                                            "retirement, failed row remaps, a lost GPU); an unhealthy GPU takes no "
+                                            "new run. auto: nvidia-smi for NVML's GPUs, none for virtual ones. "
+                                            "With --executor ray each node's agent probes its own GPUs.")
+                      ] = "auto",
+    gpu_health_interval: Annotated[float, typer.Option("--gpu-health-interval", min=1.0, metavar="SECONDS",
+                                                       help="Seconds between two GPU health probes.")] = 30.0,
 ) -> None:
     """Run the controller and the HTTP API: jobs are scheduled by the same core as the simulator."""
     from tesserae.extras import require
@@ -158,4 +166,5 @@ def server(
                         ready_file=ready_file, new_store=new_store, config=config,
                         predict_restart_seconds=predict_restart_seconds, throughputs=throughputs,
                         max_jobs_per_user=max_jobs_per_user, max_queued_jobs=max_queued_jobs,
+                        gpu_health=gpu_health, gpu_health_interval=gpu_health_interval,
                         log_to_state=os.environ.get(DETACHED_VAR) == "1"), extensions=ctx.obj or ())

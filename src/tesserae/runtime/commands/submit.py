@@ -110,6 +110,8 @@ def submit(
                                        "ID'.")] = False,
     gpu_type: Annotated[str | None, typer.Option("--gpu-type", metavar="TYPE", help="Run only on GPUs of this "
                                                  "type (tesserae cluster lists them).")] = None,
+    node: Annotated[str | None, typer.Option("--node", metavar="NAME", help="Run only on this node (its name "
+                                             "or id: tesserae node list).")] = None,
     cpus: Annotated[float | None, typer.Option("--cpus", metavar="N", min=0.01, max=MAX_CPUS, help="CPU cores "
                                                "(a cgroup quota where the server can set one; always "
                                                "accounted).")] = None,
@@ -146,6 +148,8 @@ def submit(
     payload.update(lifecycle_payload(time_limit, retries, retry_backoff, after, after_ok, array, hold))
     if gpu_type is not None:
         payload["gpu_type"] = gpu_type
+    if node is not None:
+        payload["node"] = node
     if cpus is not None:
         payload["cpus"] = cpus
     if memory is not None:

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tesserae.runtime.controller import lifecycle
+from tesserae.runtime.controller import lifecycle, node_fences
 from tesserae.runtime.store import allocations, jobs
+from tesserae.runtime.store import nodes as drained_nodes
 from tesserae.scheduler_queues import REASONS, WAIT_GPUS
 from tesserae.scheduling.base import QueueInspect
 
@@ -46,6 +47,17 @@ class Queue:
     free_by_type: dict[str, int] = field(default_factory=dict)
     #: Why the tenant queues held each waiting job back at the latest decision (``tenancy``), by id.
     tenant_reasons: dict[int, str] = field(default_factory=dict)
+    #: Each node of the view, by name and by id (for a job pinned to one: ``--node``).
+    nodes: dict[str, NodeRoom] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRoom:
+    """A node as a pinned job sees it: its name, free GPUs (open, not in use) and whether it is drained."""
+
+    name: str
+    free: int
+    drained: bool
 
 
 Rule = Callable[[Any, Queue], "str | None"]
@@ -59,8 +71,24 @@ def tenant_queue_rule(row: Any, queue: Queue) -> str | None:
     return queue.tenant_reasons.get(int(row["id"]))
 
 
+def node_rule(row: Any, queue: Queue) -> str | None:
+    """A job pinned to a node (``--node``) that is gone, drained or too full for it."""
+    name = row["node"] if "node" in row.keys() else None  # noqa: SIM118 (a sqlite3.Row's `in`: values)
+    if not name:
+        return None
+    room = queue.nodes.get(str(name))
+    if room is None:
+        return f"pinned to node {name}, which is not in the cluster now"
+    if room.drained:
+        return f"pinned to node {room.name}, which is drained"
+    need = int(row["num_gpus"])
+    if need > room.free:
+        return f"pinned to node {room.name}: waiting for {need} GPU{'s' if need > 1 else ''} there ({room.free} free)"
+    return None
+
+
 #: Reasons that keep a job out of the decision, tried in order (the first sentence wins).
-RULES: list[Rule] = [lifecycle_rule, tenant_queue_rule]
+RULES: list[Rule] = [lifecycle_rule, tenant_queue_rule, node_rule]
 
 
 def tenant_reasons(controller: Controller, waiting: list[Any]) -> dict[int, str]:
@@ -114,16 +142,27 @@ def snapshot(controller: Controller, now: float | None = None) -> tuple[Queue, l
     waiting = jobs.waiting(store)
     states = jobs.states_of(store, [dep for row in waiting if row["after"] != "[]"
                                     for dep, _ in lifecycle.dependencies(row)])
-    used = allocations.gpus_in_use(store)
-    total = controller.cluster.num_gpus
-    free_by_type = dict(controller.cluster.gpus_by_type)
+    used = set(allocations.gpus_in_use(store))
+    cluster = controller.cluster
+    total = cluster.num_gpus
+    closed = node_fences.closed_gpus(store, controller.executor, cluster)
+    # a free GPU of a drained node, or an unhealthy one, is not free for a waiting job
+    shut = {g for g in np.flatnonzero(closed).tolist() if g not in used}
+    free_by_type = dict(cluster.gpus_by_type)
     gpus = controller.executor.gpus
-    for g in used:
+    for g in used | shut:
         if 0 <= g < len(gpus) and gpus[g].gpu_type in free_by_type:
             free_by_type[gpus[g].gpu_type] -= 1
+    drained = drained_nodes.drained(store)
+    nodes: dict[str, NodeRoom] = {}
+    for node in controller.executor.nodes():
+        room = NodeRoom(node.name, sum(1 for g in node.gpus if g not in used and g not in shut),
+                        node.name in drained or node.id in drained)
+        nodes.setdefault(node.id, room)
+        nodes[node.name] = room
     order, levels = policy_order(controller)
-    return Queue(time.time() if now is None else now, states, total, max(0, total - len(used)), order,
-                 levels, free_by_type, tenant_reasons(controller, waiting)), waiting
+    return Queue(time.time() if now is None else now, states, total, max(0, total - len(used) - len(shut)), order,
+                 levels, free_by_type, tenant_reasons(controller, waiting), nodes), waiting
 
 
 def describe(controller: Controller, now: float | None = None) -> dict[int, Pending]:

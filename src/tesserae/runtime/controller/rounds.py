@@ -31,7 +31,7 @@ from tesserae.core.cluster import Cluster
 from tesserae.core.jobs import Controls, JobSpec, JobStatus, JobTable
 from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
-from tesserae.runtime.controller import lifecycle
+from tesserae.runtime.controller import lifecycle, node_fences
 from tesserae.runtime.controller.job_rows import JobRows
 from tesserae.runtime.controller.runs import Live, RunBook
 from tesserae.runtime.executor.protocol import Executor
@@ -140,6 +140,7 @@ class Rounds:
         self._filled: dict[str, np.ndarray] | None = None
         self._filled_specs: list[JobSpec] = []
         self._live_rows: set[int] = set()
+        self.pins: dict[int, str] = {}
 
     def build_table(self, now: float) -> tuple[JobTable, np.ndarray, dict[int, Assignment]]:
         """JobTable of every job ever submitted (row = id order), the active rows, the current plan.
@@ -160,6 +161,8 @@ class Rounds:
                               and r["retry_at"] is not None and float(r["retry_at"]) > now), default=math.inf)
         active = [book.row_of[int(r["id"])] for r in opened if is_active(r, live := running.get(int(r["id"])))
                   and (live is not None or lifecycle.blocked(r, book.states, now) is None)]  # held, deps, backoff
+        #: The rows pinned to a node (``--node``), with its name: fenced at the decision.
+        self.pins = {book.row_of[int(r["id"])]: str(r["node"]) for r in opened if r["node"]}
         row_of = book.row_of
         previous = {row_of[live.job_id]: Assignment(row_of[live.job_id], live.gpus,
                                                     row_of.get(live.partner) if live.partner is not None
@@ -257,6 +260,8 @@ class Rounds:
             self.next_event = self.retry_due
             self._record(now, 0.0, None)
             return None
+        # Drained nodes, unhealthy GPUs and pinned jobs: the scheduler places around them (``fencing``).
+        self.scheduler.fences = node_fences.fences(self.store, self.executor, self.cluster, self.pins)
         if self.learning is not None:
             with self.learning.lock:
                 return self._decide_learned(now, rel, table, active, previous)

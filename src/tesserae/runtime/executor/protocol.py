@@ -31,7 +31,7 @@ A run's *marker* is its folder (``STATE/jobs/ID/runs/RUN``): every process of th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -94,7 +94,9 @@ class ViewChange:
 class NodeState:
     """A node of the view, for display: ``state`` is ``alive``, ``draining`` or ``dead``;
     ``last_seen`` is when the executor last heard from it (Unix seconds; None where it does not
-    track that: the local machine is the server's own, Slurm keeps its own)."""
+    track that: the local machine is the server's own, Slurm keeps its own); ``unhealthy``: its GPUs
+    (global ids) that a health probe found failing, with why (``executor.gpu_health``): the
+    scheduler starts nothing new on them."""
 
     id: str
     name: str
@@ -103,6 +105,7 @@ class NodeState:
     gpus: list[int]
     state: str
     last_seen: float | None = None
+    unhealthy: dict[int, str] = field(default_factory=dict)
 
 
 class Executor(Protocol[RunT]):

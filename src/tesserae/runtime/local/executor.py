@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.core.cluster import Cluster
+from tesserae.runtime.executor.gpu_health import GpuHealth
 from tesserae.runtime.executor.gpus import Gpu, machine_cluster
 from tesserae.runtime.executor.protocol import Adopted, Launch, NodeState, ViewChange
 from tesserae.runtime.job import env as job_env
@@ -76,12 +77,14 @@ def _launcher_by_marker(marker: str) -> int | None:
     return None
 
 
-def machine_nodes(cluster: Cluster) -> list[NodeState]:
-    """This machine, one node per GPU type, always alive."""
+def machine_nodes(cluster: Cluster, unhealthy: dict[int, str] | None = None) -> list[NodeState]:
+    """This machine, one node per GPU type, always alive; ``unhealthy``: GPUs the probe found failing."""
     host = socket.gethostname()
     many = cluster.num_nodes > 1
+    bad = unhealthy or {}
     return [NodeState(str(node.index), f"{host} ({node.gpu_type})" if many else host, "127.0.0.1", node.gpu_type,
-                      list(node.gpu_ids), "alive") for node in cluster.nodes]
+                      list(node.gpu_ids), "alive", unhealthy={g: bad[g] for g in node.gpu_ids if g in bad})
+            for node in cluster.nodes]
 
 
 class LocalExecutor:
@@ -89,7 +92,7 @@ class LocalExecutor:
 
     def __init__(self, gpus: list[Gpu], python: str = sys.executable, cgroups: lifetime.Cgroups | None = None, *,
                  detect_cgroups: bool = False, pass_env: tuple[str, ...] = (),
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None, health: GpuHealth | None = None) -> None:
         self.cluster: Cluster
         self.cluster, self.gpus = machine_cluster(gpus)  # a no-op on GPUs already in global-id order
         self.python = python
@@ -99,10 +102,15 @@ class LocalExecutor:
         #: Variables of the server's environment that jobs get besides the allowlisted base (``job.env``).
         self.pass_env = pass_env
         self.log = log or (lambda msg: None)
+        #: The GPU health probe (``nvidia-smi``), started with the server; None: not probed.
+        self.health = health
 
     # ------------------------------------------------------------------ the view: fixed
     def nodes(self) -> list[NodeState]:
-        return machine_nodes(self.cluster)
+        if self.health is None:
+            return machine_nodes(self.cluster)
+        bad = self.health.unhealthy()
+        return machine_nodes(self.cluster, {i: bad[g.device] for i, g in enumerate(self.gpus) if g.device in bad})
 
     def watch(self, now: float) -> bool:
         return False
@@ -227,8 +235,12 @@ class LocalExecutor:
         """Find the cgroup v2 folder of this state folder's runs (with ``detect_cgroups``)."""
         if self.detect_cgroups and self.cgroups is None:
             self.cgroups = lifetime.Cgroups.detect(state_dir, self.log)
+        if self.health is not None:
+            self.health.start()
 
     def close(self) -> str:
+        if self.health is not None:
+            self.health.stop()
         if self.cgroups is not None:
             lifetime.remove_empty(self.cgroups.base)  # runs still alive keep theirs
         return "stopped (running jobs keep running; the next server adopts them)"

@@ -42,13 +42,14 @@ from pathlib import Path
 from typing import Any
 
 from tesserae.runtime.executor import node_net
+from tesserae.runtime.executor.gpu_health import GpuHealth
 from tesserae.runtime.job import env as job_env
 from tesserae.runtime.job import env_handoff
 from tesserae.runtime.launch import procs
 from tesserae.runtime.ray import launcher as ray_launcher
 from tesserae.runtime.ray.lease import LeaseFile, grant, lease_dir
 
-AGENT_VERSION = 3
+AGENT_VERSION = 4  # 4: health()
 PART_VAR = ray_launcher.PART_VAR
 LAUNCHER = str(Path(ray_launcher.__file__).resolve())
 # Variables a Ray worker has that a job should not inherit from it.
@@ -115,6 +116,8 @@ class NodeAgent:
         self.lease_file = LeaseFile(lease_dir(node_id) / f"agent-{self.pid}.json")
         _remove_stale_lease_files(self.lease_file.path.parent)
         self._lock = threading.Lock()
+        #: This node's GPU health probe (``executor.gpu_health``), started by the first ``health`` call.
+        self._health: GpuHealth | None = None
         threading.Thread(target=self._watch, name="tesserae-agent-watch", daemon=True).start()
 
     # ------------------------------------------------------------------ housekeeping
@@ -291,6 +294,20 @@ class NodeAgent:
     def busy(self) -> bool:
         with self._lock:
             return any(self._alive(p) for p in self.parts.values())
+
+    def health(self, command: list[str], devices: list[str], interval: float) -> dict[str, str]:
+        """This node's GPUs (of ``devices``) that its health probe finds failing, device -> why; the probe
+        (``command``: nvidia-smi, say) starts at the first call and runs every ``interval`` seconds. A
+        node without the command is not probed: {"": why}."""
+        import shutil
+
+        self._touch()
+        if self._health is None:
+            if not command or shutil.which(command[0]) is None:
+                return {"": f"{command[0] if command else 'no command'} is not on this node's PATH"}
+            self._health = GpuHealth(command, devices, interval)
+            self._health.start()
+        return self._health.unhealthy()
 
 
 def _remove_stale_lease_files(folder: Path) -> None:

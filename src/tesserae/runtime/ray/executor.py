@@ -103,6 +103,12 @@ class RayExecutor:
         self.gangs.master_ports = master_ports
         self.poller = AgentPoller(self.ray, self.roster, self.log, self.gangs.note, self.leases, self.gangs.held)
 
+    def probe_gpu_health(self, command: list[str], interval: float, *, virtual: bool = False) -> None:
+        """Have each node's agent probe its GPUs' health with ``command`` (``NodeAgent.health``) every
+        ``interval`` seconds; ``virtual``: also nodes whose GPUs are declared, not named by NVML."""
+        self.poller.health_command, self.poller.health_interval = list(command), interval
+        self.poller.health_virtual = virtual
+
     def _node_gone(self, node_id: str, why: str) -> None:
         info = self.roster.drop(node_id)
         self.poller.forget(node_id)
@@ -128,7 +134,8 @@ class RayExecutor:
         return self.roster.view.cluster
 
     def nodes(self) -> list[NodeState]:
-        return node_states(self.roster.view, self.roster.ready, self.roster.unreachable, self.poller.answered)
+        return node_states(self.roster.view, self.roster.ready, self.roster.unreachable, self.poller.answered,
+                           self.poller.unhealthy)
 
     def watch(self, now: float) -> bool:
         """Called by the controller every tick: poll (throttled); True when nodes joined or left."""

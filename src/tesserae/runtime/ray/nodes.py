@@ -48,11 +48,13 @@ READY_GRACE = 10.0
 
 
 def node_states(view: View, ready: Collection[str], unreachable: Collection[str] = (),
-                answered: Mapping[str, float] | None = None) -> list[NodeState]:
+                answered: Mapping[str, float] | None = None,
+                unhealthy: Mapping[str, Mapping[str, str]] | None = None) -> list[NodeState]:
     """Each node of the committed view: ``alive``, ``draining`` (Ray drains it), ``unreachable`` (its
     agent does not answer) or ``dead`` (not ready any more: gone from Ray); a node not ``alive``
-    leaves the view at the next decision. ``answered``: when each node's agent last answered a poll."""
-    answered = answered or {}
+    leaves the view at the next decision. ``answered``: when each node's agent last answered a poll;
+    ``unhealthy``: per node, the GPUs (devices) its agent's health probe finds failing, with why."""
+    answered, unhealthy = answered or {}, unhealthy or {}
     draining: set[str] = set()
     with contextlib.suppress(Exception):  # a private Ray call: without it no node shows as draining
         from ray._private.state import state as ray_state
@@ -62,8 +64,10 @@ def node_states(view: View, ready: Collection[str], unreachable: Collection[str]
     for n in view.nodes:
         state = ("dead" if n.node_id not in ready else "unreachable" if n.node_id in unreachable
                  else "draining" if n.node_id in draining else "alive")
+        bad = unhealthy.get(n.node_id, {})
         out.append(NodeState(n.node_id, n.hostname or n.ip, n.ip, n.gpu_type, list(range(first, first + len(n.gpus))),
-                             state, answered.get(n.node_id)))
+                             state, answered.get(n.node_id),
+                             {first + i: bad[g.device] for i, g in enumerate(n.gpus) if g.device in bad}))
         first += len(n.gpus)
     return out
 
@@ -274,9 +278,18 @@ class AgentPoller:
         #: When each node's agent last answered a poll (wall-clock seconds): its heartbeat, for display.
         self.answered: dict[str, float] = {}
         self._last_sync = 0.0
+        #: The GPU health probe each agent runs (``NodeAgent.health``): its command (None: no probe; with
+        #: ``virtual`` False, only on nodes whose GPUs NVML named), its interval, and what each node's says.
+        self.health_command: list[str] | None = None
+        self.health_virtual = False
+        self.health_interval = 30.0
+        self.unhealthy: dict[str, dict[str, str]] = {}
+        self._health_asked: dict[str, tuple[Any, float]] = {}
 
     def forget(self, node_id: str) -> None:
         self._inflight.pop(node_id, None)
+        self._health_asked.pop(node_id, None)
+        self.unhealthy.pop(node_id, None)
         self._failing.pop(node_id, None)
         self._warned.pop(node_id, None)
 
@@ -315,6 +328,8 @@ class AgentPoller:
                 self._pinged[node_id] = now
         if self._inflight:
             self._collect(now)
+        if self.health_command is not None:
+            self._health(now)
         bad = self.unreachable(now)
         for node_id in list(roster.ready):
             if node_id in bad:
@@ -324,6 +339,43 @@ class AgentPoller:
                 roster.reachable(node_id, False, why)
             else:
                 roster.reachable(node_id, True)
+
+    def _health(self, now: float) -> None:
+        """Ask each agent for its GPUs' health every ``health_interval`` (the probe runs on the node, in
+        a thread of its own); take the answers that came."""
+        ray, asked = self.ray, self._health_asked
+        for node_id, agent in self.roster.agents.items():
+            info = self.roster.ready.get(node_id)
+            sent = asked.get(node_id)
+            if info is None or (sent is not None and (sent[0] is not None or now - sent[1] < self.health_interval)):
+                continue
+            devices = [g.device for g in info.gpus if self.health_virtual or not g.virtual]
+            if devices:
+                asked[node_id] = (agent.health.remote(self.health_command, devices, self.health_interval), now)
+        refs = [ref for ref, _ in asked.values() if ref is not None]
+        if not refs:
+            return
+        ready, _ = ray.wait(refs, num_returns=len(refs), timeout=0)
+        done = set(ready)
+        for node_id, (ref, sent) in list(asked.items()):
+            if ref is None or ref not in done:
+                continue
+            asked[node_id] = (None, sent)
+            try:
+                said = ray.get(ref)
+            except Exception as e:  # the agent is gone or failing: the polls say so; keep the last verdict
+                self.log(f"ray: the GPU health of node {node_id[:12]} could not be read: {first_line(e)}")
+                continue
+            if "" in said:  # not probed there
+                if node_id not in self.unhealthy:
+                    self.log(f"ray: node {node_id[:12]}: GPU health not probed ({said['']})")
+                said = {}
+            old, new = self.unhealthy.get(node_id, {}), {str(d)[:16]: str(w)[:200] for d, w in said.items()}
+            for d in sorted(set(old) | set(new)):
+                if old.get(d) != new.get(d):
+                    self.log(f"ray: node {node_id[:12]} GPU {d}: " + (f"unhealthy: {new[d]}" if d in new
+                                                                     else "healthy again"))
+            self.unhealthy[node_id] = new
 
     def _collect(self, now: float) -> None:
         ray = self.ray

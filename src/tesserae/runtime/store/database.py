@@ -1,6 +1,7 @@
 """The runtime's store: one SQLite database (WAL mode) under the server's state folder.
 
-Tables: ``jobs`` (spec and current state, and the submission's idempotency key), ``allocations``
+Tables: ``jobs`` (spec and current state, and the submission's idempotency key), ``drained_nodes``
+(nodes an admin drained: ``nodes``), ``allocations``
 (one row per run of a job: GPUs, pid, start and end: the run intervals that attained service is
 computed from), ``events`` (what happened to each job, in order), ``users`` and ``tokens`` (only
 SHA-256 hashes of tokens), and ``meta`` (schema version, the store's id and epoch, the
@@ -35,7 +36,7 @@ from tesserae.core.errors import InputError
 from tesserae.runtime.store.integrity import new_store_id
 
 DB_NAME = "tesserae.db"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 TOKEN_PREFIX = "tsr_"
 
 JOB_STATES = ("queued", "running", "preempted", "completed", "failed", "cancelled")
@@ -105,7 +106,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     cpus REAL,
     memory_mb INTEGER,
     output TEXT,
-    error TEXT
+    error TEXT,
+    node TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_state ON jobs(state);
 CREATE INDEX IF NOT EXISTS jobs_user ON jobs(user);
@@ -136,12 +138,19 @@ CREATE TABLE IF NOT EXISTS events (
     detail TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS events_job ON events(job_id);
+CREATE TABLE IF NOT EXISTS drained_nodes (
+    name TEXT PRIMARY KEY,
+    since REAL NOT NULL,
+    by TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT ''
+);
 """
 #: The columns version N -> N+1 adds to ``jobs``. 1 -> 2: submissions carry an idempotency key.
 #: 2 -> 3: jobs belong to a tenant queue and a priority class. 3 -> 4: lifecycle controls
 #: (``lifecycle``: time limit, retries, hold, dependencies, arrays, resubmission) and resource requests
 #: (a GPU type, CPUs, memory: ``resources``). 4 -> 5: files for the job's output and errors
-#: (``job.output``). A column already there is not added again: a version-3
+#: (``job.output``). 5 -> 6: the node a job is pinned to (``--node``); the ``drained_nodes`` table is
+#: made at every open when missing. A column already there is not added again: a version-3
 #: store written by the lifecycle branch before it met the queues has the 3 -> 4 columns and lacks the
 #: 2 -> 3 ones, so every step's missing columns are added whatever version the store says it is.
 _MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
@@ -153,6 +162,7 @@ _MIGRATIONS: dict[int, tuple[tuple[str, str], ...]] = {
         ("array_job", "INTEGER"), ("array_index", "INTEGER"), ("resubmit_of", "INTEGER"),
         ("gpu_type", "TEXT"), ("cpus", "REAL"), ("memory_mb", "INTEGER")),
     4: (("output", "TEXT"), ("error", "TEXT")),
+    5: (("node", "TEXT"),),
 }
 #: Indexes made at every open when missing: so a store written by an older version gets them too (the
 #: migration is ``CREATE INDEX IF NOT EXISTS``: no version bump, nothing to undo). The hot paths read

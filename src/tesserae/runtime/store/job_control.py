@@ -14,7 +14,7 @@ from tesserae.runtime.store.database import RUNNABLE_STATES, Store
 Row = Any  # a ``sqlite3.Row``
 
 #: The columns ``update_waiting`` may change.
-UPDATABLE = ("time_limit", "num_gpus", "queue", "after")
+UPDATABLE = ("time_limit", "num_gpus", "queue", "after", "node")
 #: What else makes a job one an action applies to (beyond its state): not being cancelled already,
 #: not held yet, held.
 _STILL = {"cancel": "cancel_requested=0", "hold": "held=0 AND cancel_requested=0",

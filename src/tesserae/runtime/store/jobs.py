@@ -118,7 +118,7 @@ def states(store: Store) -> dict[int, str]:
 
 #: The columns of a waiting job that its place in the queue and the queue's views need (``waiting``).
 _WAITING_COLUMNS = ("id, user, name, state, num_gpus, submit_time, last_stop, attained, executed, preemptions, "
-                    "queue, held, after, retry_at, retries, retries_used, gpu_type, cancel_requested")
+                    "queue, held, after, retry_at, retries, retries_used, gpu_type, cancel_requested, node")
 
 
 def waiting(store: Store, chunk: int = 2000) -> list[Row]:
