@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import multiprocessing as mp
 import os
 import random
@@ -204,15 +205,18 @@ def flooded(url: str, token: str, timing: Any, separate: bool) -> dict[str, Any]
     try:
         with counts.get_lock():
             before = (counts[0], counts[1])
+        cpu0 = cpu_seconds(runner.pid) if separate else math.nan
         t0 = time.monotonic()
         during = timing()
         elapsed = time.monotonic() - t0
+        client_cpu = (cpu_seconds(runner.pid) - cpu0) / elapsed if separate else math.nan
         with counts.get_lock():
             sent, refused = counts[0] - before[0], counts[1] - before[1]
     finally:
         stop.set()
         runner.join()
-    return {"during": during, "flood_requests": sent, "refused": refused, "seconds": elapsed}
+    return {"during": during, "flood_requests": sent, "refused": refused, "seconds": elapsed,
+            "client_cpu": client_cpu}
 
 
 def measure(url: str, state: Path, admin: str, by_user: dict[str, list[int]], n: int, pid: int
@@ -286,12 +290,13 @@ def table(results: dict[str, Any], args: argparse.Namespace, load: str, fill_s: 
               "(past its budget, each is refused with 429) while another user's `GET /v1/jobs/{id}` is timed; its "
               "p99 against the same requests just before (target: within 2x). The flooding client runs on this "
               "machine's 2 cores too, beside the server and the timing client.", "",
-              "| flooding client | flood requests | refused | seconds | p50 before / during (ms) | "
-              "p99 before / during (ms) | p99 ratio | met |", "|---|---:|---:|---:|---:|---:|---:|:-:|"]
+              "| flooding client | its CPU (cores) | flood requests | refused | seconds | p50 before / during (ms) | "
+              "p99 before / during (ms) | p99 ratio | met |", "|---|---:|---:|---:|---:|---:|---:|---:|:-:|"]
     for f in results["flood"]:
         b99, d99 = np.percentile(f["base"], 99), np.percentile(f["during"], 99)
         where = "own process" if f["separate"] else "threads of the timing process (shares its GIL)"
-        lines.append(f"| {where} | {f['flood_requests']:,} | {f['refused']:,} | {f['seconds']:.1f} | "
+        cpu = "" if math.isnan(f["client_cpu"]) else f"{f['client_cpu']:.2f}"
+        lines.append(f"| {where} | {cpu} | {f['flood_requests']:,} | {f['refused']:,} | {f['seconds']:.1f} | "
                      f"{np.percentile(f['base'], 50):.1f} / {np.percentile(f['during'], 50):.1f} | "
                      f"{b99:.1f} / {d99:.1f} | {d99 / b99:.2f}x | {'yes' if d99 <= 2 * b99 else '**no**'} |")
     return "\n".join(lines)
