@@ -41,6 +41,7 @@ from tesserae.runtime.api.auth import authenticated
 from tesserae.runtime.api.budgets import Budgets
 from tesserae.runtime.api.cluster import add_cluster_routes
 from tesserae.runtime.api.control import add_control_routes
+from tesserae.runtime.api.early_refusal import EarlyRefusal, charged_routes
 from tesserae.runtime.api.headers import SecurityHeaders
 from tesserae.runtime.api.history import add_history_routes
 from tesserae.runtime.api.jobs import add_job_routes
@@ -104,6 +105,8 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     add_redoc_route(app, "/docs-static")
     app.state.budgets = budgets or Budgets()
     app.add_middleware(BodyLimit, limit=max_body)
+    # A request of a user already over its budget is refused before it is read, routed or authenticated.
+    app.add_middleware(EarlyRefusal, budgets=app.state.budgets, routes=lambda: charged_routes(app.routes))
     app.add_middleware(SecurityHeaders)  # the outermost: on every response, the body limit's 413 included
 
     @app.exception_handler(RequestValidationError)

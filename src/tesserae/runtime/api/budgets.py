@@ -10,6 +10,9 @@ at once (17 s of server CPU), slowed the server for all. Now:
   tokens share one budget (the bucket is the user's, not the token's), so a user cannot multiply it.
   Admin tokens (the operator's) are not rate-limited.
 - **One what-if at a time per user** (``WhatIfSlots``): a second while the first runs is a 429.
+- **A refusal costs next to nothing**: once a token's user was refused, that token's next requests of
+  the kind are refused by ``early_refusal`` before any routing, parsing or store look-up, for as long as
+  the bucket stays empty, so a flooding user takes little from the others.
 
 - **Admission limits** (``admit``): at most ``max_jobs_per_user`` active jobs (queued, preempted or
   running) per user (``--max-jobs-per-user``, Slurm's ``MaxSubmitJobs``) and at most
@@ -30,9 +33,10 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException, Request
+from fastapi.security.utils import get_authorization_scheme_param
 
 from tesserae.runtime.store import jobs
-from tesserae.runtime.store.database import ACTIVE_STATES, RUNNABLE_STATES, Principal, Store
+from tesserae.runtime.store.database import ACTIVE_STATES, RUNNABLE_STATES, Principal, Store, hash_token
 
 #: The admission limits' defaults (``tesserae server --max-jobs-per-user/--max-queued-jobs``; 0 there: none).
 DEFAULT_MAX_JOBS_PER_USER, DEFAULT_MAX_QUEUED_JOBS = 10_000, 100_000
@@ -63,6 +67,14 @@ class Buckets:
             while len(self._buckets) > self.max_keys:
                 self._buckets.popitem(last=False)
             return wait
+
+    def peek(self, key: str, now: float | None = None) -> float:
+        """What ``take`` would answer now, taking nothing: 0.0 when ``key`` has a token."""
+        now = time.monotonic() if now is None else now
+        with self._lock:
+            tokens, at = self._buckets.get(key, (float(self.capacity), now))
+        tokens = min(float(self.capacity), tokens + max(0.0, now - at) / self.every)
+        return 0.0 if tokens >= 1.0 else (1.0 - tokens) * self.every
 
 
 def retry_after(wait: float) -> str:
@@ -111,18 +123,46 @@ class Budgets:
     max_jobs_per_user: int | None = DEFAULT_MAX_JOBS_PER_USER
     max_queued_jobs: int | None = DEFAULT_MAX_QUEUED_JOBS
     _buckets: dict[str, Buckets] = field(default_factory=dict)
+    #: Tokens (their SHA-256) whose user was refused, and that user: what ``early_refusal`` refuses by.
+    _over: OrderedDict[str, str] = field(default_factory=OrderedDict)
+    _over_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self._buckets = {kind: Buckets(burst, every) for kind, (burst, every) in self.rates.items()}
 
-    def charge(self, kind: str, user: str) -> None:
-        """Take one of ``user``'s requests of ``kind``; a 429 with ``Retry-After`` when none is left."""
+    def charge(self, kind: str, user: str, token_digest: str | None = None) -> None:
+        """Take one of ``user``'s requests of ``kind``; a 429 with ``Retry-After`` when none is left (and
+        the token that asked, by its SHA-256 ``token_digest``, is remembered as ``user``'s: ``over_budget``)."""
         wait = self._buckets[kind].take(user)
         if wait > 0.0:
-            burst, every = self.rates[kind]
-            raise HTTPException(429, f"too many '{kind}' requests from {user}: at most {burst} at once, then one "
-                                     f"every {every:g} s; retry in {retry_after(wait)} s",
-                                headers={"Retry-After": retry_after(wait)})
+            if token_digest is not None:
+                with self._over_lock:
+                    self._over[token_digest] = user
+                    self._over.move_to_end(token_digest)
+                    while len(self._over) > MAX_KEYS:
+                        self._over.popitem(last=False)
+            raise HTTPException(429, self.refusal(kind, user, wait), headers={"Retry-After": retry_after(wait)})
+
+    def refusal(self, kind: str, user: str, wait: float) -> str:
+        """The 429's sentence for ``user``'s request of ``kind``, ``wait`` seconds before the next is allowed."""
+        burst, every = self.rates[kind]
+        return (f"too many '{kind}' requests from {user}: at most {burst} at once, then one every {every:g} s; "
+                f"retry in {retry_after(wait)} s")
+
+    def over_budget(self, kind: str, token_digest: str) -> tuple[str, float] | None:
+        """(user, seconds to wait) when the token of SHA-256 ``token_digest`` was refused before and its
+        user's bucket of ``kind`` is still empty (nothing is taken); None otherwise."""
+        with self._over_lock:
+            user = self._over.get(token_digest)
+        if user is None:
+            return None
+        wait = self._buckets[kind].peek(user)
+        return (user, wait) if wait > 0.0 else None
+
+    def forget_tokens(self) -> None:
+        """Forget which user each refused token was (a token was revoked: it must meet the 401 again)."""
+        with self._over_lock:
+            self._over.clear()
 
 
     def admit(self, store: Store, user: str, new: int) -> None:
@@ -147,7 +187,15 @@ def charged(kind: str, who: Any) -> Any:
 
     def spend(principal: who, request: Request) -> Principal:  # type: ignore[valid-type]
         if not principal.admin:
-            request.app.state.budgets.charge(kind, principal.user)
+            token = bearer_token(request.headers.get("authorization"))
+            request.app.state.budgets.charge(kind, principal.user, None if token is None else hash_token(token))
         return principal  # type: ignore[no-any-return]
 
+    spend.budget_kind = kind  # type: ignore[attr-defined]  # what ``early_refusal`` finds the route's kind by
     return Annotated[Principal, Depends(spend)]
+
+
+def bearer_token(header: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer TOKEN`` header, read as ``HTTPBearer`` reads it (None: none)."""
+    scheme, token = get_authorization_scheme_param(header)
+    return token if scheme.lower() == "bearer" and token else None

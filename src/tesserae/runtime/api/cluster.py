@@ -32,6 +32,9 @@ from tesserae.scheduling.base import QueueInspect
 MAX_BINS = 500
 #: Most jobs one page of ``GET /v1/queue`` holds.
 MAX_QUEUE_PAGE = 10_000
+#: Waiting jobs ``GET /v1/cluster`` shows by default (the head of the queue: before, all of them, 30,000
+#: entries and seconds of server time on every call of a dashboard or a ``tesserae cluster``).
+QUEUE_SHOWN = 100
 
 
 def node_view(controller: Controller) -> list[dict[str, Any]]:
@@ -108,10 +111,13 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
     Lister, Accountant = charged("list", Who), charged("accounting", Who)
 
     @app.get("/v1/cluster", tags=["cluster"])
-    def cluster(who: Lister) -> dict[str, Any]:
-        """GPUs, what runs on each, and the queue. A GPU of a node that is not alive (unreachable,
-        draining, dead) or that an admin drained is ``available: false`` with its node's state, and
-        counts as neither free nor in use unless a run still holds it."""
+    def cluster(who: Lister, queue_limit: Annotated[int, Query(
+                    ge=0, le=MAX_QUEUE_PAGE, description="At most N waiting jobs in `queue` (the first in "
+                    "queue order; `queue_total` counts them all; `GET /v1/queue` pages through them).")] = QUEUE_SHOWN,
+                ) -> dict[str, Any]:
+        """GPUs, what runs on each, and the head of the queue. A GPU of a node that is not alive
+        (unreachable, draining, dead) or that an admin drained is ``available: false`` with its
+        node's state, and counts as neither free nor in use unless a run still holds it."""
         on_gpu: dict[int, list[dict[str, Any]]] = {}
         for a in allocations.unended_with_owner(store):
             mine = who.admin or a["user"] == who.user
@@ -119,6 +125,7 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
                 on_gpu.setdefault(g, []).append({"job": int(a["job_id"]), "user": a["user"],
                                                  "name": a["name"] if mine else None, "phase": a["phase"]})
         down = unavailable_gpus(controller)
+        queue, waiting = pending.queue_view(controller, None if who.admin else who.user, queue_limit)
         gpus = [{"id": i, "device": g.device, "type": g.gpu_type, "name": g.name, "memory_gb": g.memory_gb,
                  "virtual": g.virtual, "jobs": on_gpu.get(i, []), "available": i not in down,
                  "node_state": down.get(i, "alive")} for i, g in enumerate(controller.executor.gpus)]
@@ -126,7 +133,7 @@ def add_cluster_routes(app: FastAPI, controller: Controller, Who: Any, info: dic
                 "gpus_in_use": sum(1 for g in gpus if g["jobs"]), "gpus_unavailable": len(down),
                 "gpus_free": sum(1 for g in gpus if g["available"] and not g["jobs"]),
                 "jobs": counts.jobs_by_state(store),
-                "queue": pending.queue_view(controller, None if who.admin else who.user),
+                "queue": queue, "queue_total": waiting,
                 "rounds": controller.stats.rounds, "last_decision_time": controller.stats.last_decision,
                 "learned": None if controller.learning is None else controller.learning.counters()}
 

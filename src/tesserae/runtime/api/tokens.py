@@ -6,7 +6,7 @@ log in; a revoked token is refused at once, by the API and by the dashboard's se
 
 from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
 from fastapi import Path as PathParam
 
 from tesserae.runtime.controller.loop import Controller
@@ -33,7 +33,7 @@ def add_token_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
 
     @app.post("/v1/tokens/{token_id}/revoke", tags=["server"],
               responses={409: {"description": "The last admin token that is not revoked."}})
-    def revoke_token(token_id: TokenId, who: Who) -> dict[str, Any]:
+    def revoke_token(token_id: TokenId, who: Who, request: Request) -> dict[str, Any]:
         """Revoke a token (admins only): it stops working at once. Revoking a revoked token is no error."""
         admin_only(who)
         outcome = tokens.revoke(store, token_id)
@@ -41,5 +41,6 @@ def add_token_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
             raise HTTPException(404, f"there is no token {token_id}")
         if outcome == "last-admin":
             raise HTTPException(409, f"token {token_id} is the last admin token; create another admin token first")
+        request.app.state.budgets.forget_tokens()  # ``early_refusal`` no longer answers for it
         store.event(None, "token-revoked", {"token": token_id, "by": who.user})
         return {"id": token_id, "revoked": True}

@@ -42,7 +42,8 @@ def cluster(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
     print_table(console, [Col("GPU", "right"), Col("TYPE"), Col("DEVICE", priority=1),
                           Col("JOBS", wrap=True, min_width=16)], gpu_rows)
     queue = info.get("queue") or []
-    console.print(f"[bold]queue[/]: {len(queue)} waiting" + ("" if queue else " (empty)"), highlight=False)
+    waiting = int(info.get("queue_total", len(queue)))  # the server sends the head of the queue and the count
+    console.print(f"[bold]queue[/]: {waiting} waiting" + ("" if waiting else " (empty)"), highlight=False)
     if queue:
         cols = [Col("#", "right", priority=3), Col("ID", "right"), Col("NAME", wrap=True, min_width=8),
                 Col("USER", priority=2), Col("STATE"), Col("GPUS", "right"), Col("WAITED", priority=1),
@@ -50,5 +51,5 @@ def cluster(as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")]
         print_table(console, cols, [[str(j["position"] or "-"), str(j["id"]), j["name"] or "-", j["user"],
                                      j["state"], str(j["gpus"]), duration(j["waited_seconds"]), j["reason"]]
                                     for j in queue[:MAX_SHOWN]])
-        if len(queue) > MAX_SHOWN:
-            console.print(f"... and {len(queue) - MAX_SHOWN} more (tesserae jobs --state queued)", highlight=False)
+        if waiting > MAX_SHOWN:
+            console.print(f"... and {waiting - MAX_SHOWN} more (tesserae jobs --state queued)", highlight=False)

@@ -13,6 +13,7 @@ the only source of a job view's ``pending_reason``.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import time
@@ -185,6 +186,14 @@ class Board:
     ordered: frozenset[int]
     levels: dict[int, int]
 
+    @functools.cached_property
+    def by_place(self) -> list[Any]:
+        """The waiting rows by place: those that may start, first to last, then those a rule holds back
+        (by id). Sorted once per board, however many requests page through it."""
+        why = self.places
+        return sorted(self.rows, key=lambda r: (why[int(r["id"])].position is None, why[int(r["id"])].position or 0,
+                                               int(r["id"])))
+
 
 class Cache:
     """The waiting jobs' places, shared by the requests that come close together (issue 27, point 6).
@@ -274,18 +283,18 @@ def _board(controller: Controller, version: str) -> Board:
     return Board(version, queue.now, reasons(queue, waiting), rows, frozenset(position), levels)
 
 
-def queue_view(controller: Controller, user: str | None) -> list[dict[str, Any]]:
-    """The waiting jobs, in queue order (those a rule holds back last): what ``/v1/cluster`` shows.
-    With ``user`` set (not an admin), other users' jobs come without their name."""
+def queue_view(controller: Controller, user: str | None, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The first ``limit`` waiting jobs (all when None) in queue order (those a rule holds back last), and
+    how many wait: what ``/v1/cluster`` shows. With ``user`` set (not an admin), other users' jobs come
+    without their name."""
     current = board(controller)
     why = current.places
-    rows = sorted(current.rows, key=lambda r: (why[int(r["id"])].position is None,
-                                             why[int(r["id"])].position or 0, int(r["id"])))
+    rows = current.by_place[:limit]
     return [{"id": int(r["id"]), "user": r["user"], "name": r["name"] if user in (None, r["user"]) else None,
              "state": r["state"], "gpus": int(r["num_gpus"]), "position": why[int(r["id"])].position,
              "reason": why[int(r["id"])].reason,
              "waited_seconds": max(0.0, current.now - float(r["submit_time"]) - float(r["executed"]))}
-            for r in rows]
+            for r in rows], len(current.rows)
 
 
 def reasons(queue: Queue, waiting: list[Any]) -> dict[int, Pending]:

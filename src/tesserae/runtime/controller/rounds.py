@@ -82,23 +82,12 @@ def fill_row(table: JobTable, i: int, r: Any, live: Live | None, now: float, epo
 
 
 def is_active(r: Any, live: Live | None) -> bool:
-    """Whether the job may be in a decision: running (an open run), or waiting and not being cancelled."""
+    """Whether the job may be in a decision: running (an open run), or waiting and not being cancelled.
+    (What ``job_rows.JobRows.active`` keeps sorted as rows are read; the tests judge by this.)"""
     state = r["state"]
     if state in FINAL_STATES:
         return False
     return live is not None or (state in ACTIVE_STATES and not r["cancel_requested"] and state != "running")
-
-
-def fill_rows(table: JobTable, rows: list[Any], running: dict[int, Live], now: float, epoch: float) -> list[int]:
-    """Each job's service, progress, times and status from its stored row (and its open run); the
-    active rows (queued or running, not being cancelled)."""
-    active = []
-    for i, r in enumerate(rows):
-        live = running.get(int(r["id"]))
-        fill_row(table, i, r, live, now, epoch)
-        if is_active(r, live):
-            active.append(i)
-    return active
 
 
 def _limit(row: Any) -> Controls | None:
@@ -149,20 +138,18 @@ class Rounds:
         the others keep what the last decision filled in."""
         changed = self.job_rows.refresh()
         book = self.job_rows
-        if lifecycle.cancel_unsatisfiable(self.store, book.open_rows(), book.states, now):
+        if lifecycle.cancel_unsatisfiable(self.store, book.rows_at(book.with_deps), book.states, now):
             changed = sorted(set(changed) | set(book.refresh()))
         rows = book.rows
         running = self.runs.running()
         live_rows = {book.row_of[j] for j in running if j in book.row_of}
         table = self._update_table(rows, sorted(set(changed) | live_rows | self._live_rows), running, now)
         self._live_rows = live_rows
-        opened = book.open_rows()
-        self.retry_due = min((float(r["retry_at"]) for r in opened if r["state"] in ACTIVE_STATES
-                              and r["retry_at"] is not None and float(r["retry_at"]) > now), default=math.inf)
-        active = [book.row_of[int(r["id"])] for r in opened if is_active(r, live := running.get(int(r["id"])))
-                  and (live is not None or lifecycle.blocked(r, book.states, now) is None)]  # held, deps, backoff
+        self.retry_due = min((float(r["retry_at"]) for r in book.rows_at(book.with_retry)
+                              if float(r["retry_at"]) > now), default=math.inf)
+        active = book.active(running, now)  # not held, no dependency waited on, no backoff running
         #: The rows pinned to a node (``--node``), with its name: fenced at the decision.
-        self.pins = {book.row_of[int(r["id"])]: str(r["node"]) for r in opened if r["node"]}
+        self.pins = {i: str(book.rows[i]["node"]) for i in sorted(book.pinned)}
         row_of = book.row_of
         previous = {row_of[live.job_id]: Assignment(row_of[live.job_id], live.gpus,
                                                     row_of.get(live.partner) if live.partner is not None
