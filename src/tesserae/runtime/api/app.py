@@ -28,7 +28,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 import tesserae
 from tesserae.runtime.api.accounting import add_accounting_routes
-from tesserae.runtime.api.auth import authenticated
+from tesserae.runtime.api.auth import authenticated, require_admin
 from tesserae.runtime.api.budgets import Budgets
 from tesserae.runtime.api.cluster import add_cluster_routes
 from tesserae.runtime.api.control import add_control_routes
@@ -159,8 +159,7 @@ def create_app(controller: Controller, info: dict[str, Any], *, max_body: int = 
     @app.post("/v1/tokens", status_code=201, tags=["server"])
     def create_token(req: TokenRequest, who: Who) -> dict[str, Any]:
         """Create a token (admins only). The token is shown once; the server keeps only its hash."""
-        if not who.admin:
-            raise HTTPException(403, "only an admin token can create tokens")
+        require_admin(who, "create tokens")
         return {"user": req.user, "admin": req.admin, "token": store.create_token(req.user, admin=req.admin,
                                                                                   label=req.label)}
 

@@ -30,3 +30,10 @@ def authenticated(store: Store) -> Any:
         return who
 
     return Annotated[Principal, Depends(principal)]
+
+
+def require_admin(who: Principal, action: str) -> None:
+    """Refuse (403) a request that only an admin token may make; ``action`` completes "only an admin
+    token can ..." so that the refusal says what was refused."""
+    if not who.admin:
+        raise HTTPException(403, f"only an admin token can {action}")

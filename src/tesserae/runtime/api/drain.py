@@ -12,6 +12,7 @@ from fastapi import Body, FastAPI, HTTPException
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
+from tesserae.runtime.api.auth import require_admin
 from tesserae.runtime.api.limits import SafeStr
 from tesserae.runtime.api.models import MAX_NODE_NAME, NODE_NAME_PATTERN
 from tesserae.runtime.controller.loop import Controller
@@ -31,15 +32,11 @@ class DrainRequest(BaseModel):
 def add_drain_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     store = controller.store
 
-    def admin_only(who: Any) -> None:
-        if not who.admin:
-            raise HTTPException(403, "only an admin token can drain or undrain a node")
-
     @app.post("/v1/nodes/{name}/drain", tags=["cluster"])
     def drain(name: NodeName, who: Who, req: Annotated[DrainRequest | None, Body()] = None) -> dict[str, Any]:
         """Keep new runs off the node's GPUs; its running jobs go on (admins only). Draining a drained
         node is no error (its first drain's time and reason stay)."""
-        admin_only(who)
+        require_admin(who, "drain or undrain a node")
         view = controller.executor.nodes()
         same = namesakes(view, name)
         if same:
@@ -56,7 +53,7 @@ def add_drain_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     @app.post("/v1/nodes/{name}/undrain", tags=["cluster"])
     def undrain(name: NodeName, who: Who) -> dict[str, Any]:
         """Put a drained node back in service (admins only)."""
-        admin_only(who)
+        require_admin(who, "drain or undrain a node")
         node = find_node(controller.executor.nodes(), name)
         known = drained_nodes.drained(store)
         key = node.name if node is not None and node.name in known else name

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 from fastapi import FastAPI, HTTPException, Request
 from fastapi import Path as PathParam
 
+from tesserae.runtime.api.auth import require_admin
 from tesserae.runtime.controller.loop import Controller
 from tesserae.runtime.job.files import MAX_INT
 from tesserae.runtime.store import tokens
@@ -19,14 +20,10 @@ TokenId = Annotated[int, PathParam(ge=1, le=MAX_INT, description="A token's id (
 def add_token_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
     store = controller.store
 
-    def admin_only(who: Any) -> None:
-        if not who.admin:
-            raise HTTPException(403, "only an admin token can see or revoke tokens")
-
     @app.get("/v1/tokens", tags=["server"])
     def list_tokens(who: Who) -> dict[str, Any]:
         """Every token: id, user, admin, label, created, revoked (admins only)."""
-        admin_only(who)
+        require_admin(who, "see or revoke tokens")
         return {"tokens": [{"id": int(r["id"]), "user": r["user"], "admin": bool(r["admin"]), "label": r["label"],
                             "created": float(r["created"]), "revoked": bool(r["revoked"])}
                            for r in tokens.listing(store)]}
@@ -35,7 +32,7 @@ def add_token_routes(app: FastAPI, controller: Controller, Who: Any) -> None:
               responses={409: {"description": "The last admin token that is not revoked."}})
     def revoke_token(token_id: TokenId, who: Who, request: Request) -> dict[str, Any]:
         """Revoke a token (admins only): it stops working at once. Revoking a revoked token is no error."""
-        admin_only(who)
+        require_admin(who, "see or revoke tokens")
         outcome = tokens.revoke(store, token_id)
         if outcome == "unknown":
             raise HTTPException(404, f"there is no token {token_id}")
