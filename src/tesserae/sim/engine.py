@@ -8,7 +8,9 @@ instant (keeping its strategy until the next decision). Starting, resuming or mi
 relaunching it with another parallelism strategy, costs the restart overhead, during which it
 holds its GPUs and makes no progress: a fixed number of seconds (``restart_cost="fixed"``), or
 each job type's start-up plus checkpoint bytes over the storage bandwidth, from the profile
-(``restart_cost="job"``, see :mod:`tesserae.core.restart`).
+(``restart_cost="job"``, see :mod:`tesserae.core.restart`). Stopping a preempted or migrating job
+can take time too (``stop_latency``, 0 by default): it keeps its GPUs without progress until it has
+stopped, and the decision's starts wait for it (:mod:`tesserae.sim.running`).
 
 A time-slicing policy whose jobs' restart costs reach the round length could restart them round
 after round without progress: refused unless a minimum run quantum is set
@@ -28,7 +30,7 @@ import numpy as np
 from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec, JobStatus, JobTable
-from tesserae.core.plan import Assignment
+from tesserae.core.plan import Assignment, Plan
 from tesserae.core.throughput import ThroughputModel
 from tesserae.scheduler import Scheduler
 from tesserae.sim import restart_costs
@@ -125,6 +127,9 @@ class Simulator(RunningJobs):
         self.rates = PlacementRates(t, cluster, self.model, hidden=truth is not None)
         #: The strategy each running job was launched with (``rates.strategies``: some job has any).
         self.strategy: dict[int, str | None] = {}
+        #: A decision's plan waiting for its stops (stop latency), and when they are carried out.
+        self._waiting_plan: Plan | None = None
+        self._stops_end: float | None = None
 
     @property
     def rate_factor(self) -> np.ndarray:
@@ -204,6 +209,12 @@ class Simulator(RunningJobs):
                     self._decide(now)
                 if not self.assignments:
                     break
+            decided = now
+            if self._waiting_plan is not None:
+                now, finished, wake = self._stops_done(decided)
+                done_count += finished
+                if wake or (not self.assignments and self._peek_arrival() is None):
+                    continue  # decide at once, as the runtime does once a plan is applied
             if self.config.gavel_rounds:
                 round_ended = bool(self.assignments)
                 if self.assignments:
@@ -216,7 +227,7 @@ class Simulator(RunningJobs):
                 if progress is not None:
                     progress(now - t0, done_count, total)
                 continue
-            stop = now + R
+            stop = max(decided + R, now)  # the round counts from its decision, as the runtime's does
             if self.config.event_driven:
                 nxt = self._peek_arrival()
                 if nxt is not None:
@@ -271,11 +282,42 @@ class Simulator(RunningJobs):
         plan = self.scheduler.decide(now, self.table, active, self.assignments)
         self.decision_seconds.append(time.perf_counter() - c0)
         self.events += 1
-        self._apply(plan, now)
-        if self.observer is not None:
-            self.observer.begin(now, self.run_rows, True)
+        if self.config.stop_latency > 0 and (plan.stopped or plan.migrated):
+            # The stops take their time first; the rest of the plan waits for them (``_stops_done``).
+            self._waiting_plan, self._stops_end = plan, self._begin_stops(plan, now)
+            if self.observer is not None:
+                self.observer.begin(now, self.run_rows, False)
+        else:
+            self._apply(plan, now)
+            if self.observer is not None:
+                self.observer.begin(now, self.run_rows, True)
+        self._record_timeline(now)
+
+    def _record_timeline(self, now: float) -> None:
         queued = len(self.active) - len(self.assignments)
         self._timeline.append((now, self.in_use, queued, len(self.assignments)))
+
+    def _stops_done(self, decided: float) -> tuple[float, int, bool]:
+        """Runs the jobs on until the stops asked at ``decided`` are carried out, then applies the rest
+        of that decision's plan. Returns (now, jobs ended meanwhile, whether an event-driven run must
+        decide at once: a job ended, or the policy had an event, while the stops were carried out)."""
+        plan, end = self._waiting_plan, self._stops_end
+        assert plan is not None and end is not None
+        self._waiting_plan = self._stops_end = None
+        events = self.events
+        now, finished = self._run_until(decided, end, stop_at_completion=False)
+        if self.observer is not None:
+            self.observer.end(now, self.run_rows, False)
+        self._apply(self._surviving(plan), now)
+        if self.observer is not None:
+            self.observer.begin(now, self.run_rows, True)
+        self._record_timeline(now)
+        if not self.config.event_driven:
+            return now, finished, False
+        if self.events > events:
+            return now, finished, True
+        active = np.fromiter(self.active, dtype=np.int64, count=len(self.active))
+        return now, finished, decided < self.scheduler.policy.next_event(self.table, active, self.run_rows, now) <= now
 
     def _advance(self, dt: float) -> None:
         if dt <= 0:

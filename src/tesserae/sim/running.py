@@ -3,6 +3,14 @@ stops, migrations, strategy relaunches, restart costs charged), the running rows
 completions, runs ended by their lifecycle (failure, time limit), and partners left alone when a
 pair's other job leaves. A mixin of :class:`tesserae.sim.engine.Simulator`, which owns the state
 named below and the main loop.
+
+**Stop latency** (``SimConfig.stop_latency``, 0 by default). A preempted or migrating job takes
+that long to stop after the decision (SIGTERM, checkpoint, exit): it keeps its GPUs and makes no
+progress meanwhile, while its attained service and executed time go on (the runtime charges a run
+until it has ended). The rest of the plan waits for the stops, as the runtime's ``apply_plan`` does:
+the jobs to start or move start when the stop latency is over (then they pay their restart
+overhead), and no decision is taken in between. A job that ends meanwhile (a completion, a failed
+or timed-out run) is left out of the plan, and a job the plan paired with it starts alone.
 """
 
 from __future__ import annotations
@@ -46,6 +54,35 @@ class RunningJobs:
     shared_gpus: int
     strategy: dict[int, str | None]
     events: int
+
+    def _begin_stops(self, plan: Plan, now: float) -> float:
+        """The stops of ``plan`` begin at ``now``: those jobs hold their GPUs without progress for the
+        stop latency; returns when the rest of the plan applies (``_apply(self._surviving(plan), end)``)."""
+        latency = self.config.stop_latency
+        t = self.table
+        for r in (*plan.stopped, *plan.migrated):
+            t.overhead_left[r] = latency  # time without progress, like a restart overhead
+        return now + latency
+
+    def _surviving(self, plan: Plan) -> Plan:
+        """``plan`` without the jobs that ended while its stops were carried out; a job paired with one
+        of them runs alone."""
+        ended = {r for r in (*plan.assignments, *plan.stopped) if r not in self.active}
+        if not ended:
+            return plan
+        assignments = {}
+        for r, a in plan.assignments.items():
+            if r in ended:
+                continue
+            if a.partner is not None and a.partner in ended:
+                a = Assignment(r, a.gpus, None, a.strategy)
+            assignments[r] = a
+
+        def kept(rows: list[int]) -> list[int]:
+            return [r for r in rows if r not in ended]
+
+        return Plan(plan.time, assignments, kept(plan.started), kept(plan.stopped), kept(plan.migrated),
+                    [p for p in plan.pairs if p[0] not in ended and p[1] not in ended])
 
     def _apply(self, plan: Plan, now: float) -> None:
         t, c = self.table, self.cluster
