@@ -4,11 +4,20 @@ The real run: a `tesserae server` (local executor, virtual GPUs) runs toy jobs
 (`examples/toy_trainer.py`: known time per iteration, checkpoint on SIGTERM) submitted over HTTP
 at their arrival times. The simulator then replays the same jobs (the submit times the server
 recorded, the same GPU counts and iterations, rate = 1 / time per iteration) under the same
-policy, placement, round length and event-driven setting. The only measured input of the
-simulation is the restart overhead: the mean, over the real runs, of the time from the decision
-that started a run to its first iteration (process start, checkpoint restore, and waiting for
-the preempted job to stop). The simulation is also run with no overhead, to show what that
-parameter is worth. Writes the `sim_vs_real` section of BENCHMARKS.md.
+policy, placement, round length and event-driven setting. The simulation's two measured inputs,
+each the mean over the real run:
+
+- the stop latency (``--stop-latency``): from the decision that asked a run to stop (the
+  ``preempting`` or ``migrating`` event) to the run's recorded end. The runtime's ``apply_plan``
+  starts nothing until the decision's stops are done, and the stopped job holds its GPUs until
+  then; the simulator models both;
+- the restart overhead: from the moment a run could start (its decision, or when the runs that
+  decision stopped had ended) to its first iteration (process start, checkpoint restore).
+
+The simulation is also run with no overhead and no stop latency, to show what they are worth, and
+with the previous calibration (no stop latency; the overhead measured from the decision, so that
+the wait for the stops is charged to the starting job), to show what separating them is worth.
+Writes the `sim_vs_real` section of BENCHMARKS.md.
 
 With ``--executor slurm`` (root, Slurm installed) the real run is under a Slurm partition instead:
 real daemons started for it (``slurm_cluster.SlurmCluster``: one node of ``--gpus`` GPUs) and
@@ -17,10 +26,8 @@ real daemons started for it (``slurm_cluster.SlurmCluster``: one node of ``--gpu
     .venv/bin/python benchmarks/sim_vs_real.py [--jobs 24] [--gpus 4] [--seed 1 | --seeds 1,2,3]
         [--configs tiresias-las:10,las] [--executor local|slurm]
 
-Beside the JCTs it reports how long the real runtime took to carry out a stop: from the decision
-that asked it (the ``preempting`` event) to the run's recorded end. The simulator stops a job at
-once, so a runtime slow to stop (a Slurm job still being started cannot be signalled: see
-docs/slurm.md) shows here first.
+A runtime slow to stop (a Slurm job still being started cannot be signalled: see docs/slurm.md)
+shows in the stop latency first.
 """
 
 from __future__ import annotations
@@ -175,28 +182,39 @@ def _run_real(jobs: list[dict[str, Any]], args: argparse.Namespace, state: Path,
     return {v["id"]: v for v in views}
 
 
+def _stops(store: Any) -> tuple[dict[int, float], dict[int, float]]:
+    """When each run was asked to stop by a decision (preempted or migrating), and when each run ended."""
+    asked = {json.loads(r["detail"])["allocation"]: float(r["time"])
+             for r in store.query("SELECT time, detail FROM events WHERE kind IN ('preempting', 'migrating')")}
+    ends = {int(a["id"]): float(a["end_time"])
+            for a in store.query("SELECT id, end_time FROM allocations WHERE end_time IS NOT NULL")}
+    return asked, ends
+
+
 def stop_latencies(state: Path) -> list[float]:
-    """Per preempted run: its recorded end minus the decision that asked it to stop."""
+    """Per run a decision stopped: its recorded end minus the decision that asked it to stop."""
     from tesserae.runtime.store.database import DB_NAME, Store
 
     store = Store(state / DB_NAME, create=False)
     try:
-        asked = {json.loads(r["detail"])["allocation"]: float(r["time"])
-                 for r in store.query("SELECT time, detail FROM events WHERE kind='preempting'")}
-        ends = store.query("SELECT id, end_time FROM allocations WHERE end_time IS NOT NULL")
+        asked, ends = _stops(store)
     finally:
         store.close()
-    return [float(a["end_time"]) - asked[int(a["id"])] for a in ends if int(a["id"]) in asked]
+    # A run that ended on its own just before the stop reached it (completed) is no stop.
+    return [ends[a] - at for a, at in asked.items() if a in ends and ends[a] >= at]
 
 
-def measured_overheads(state: Path) -> list[float]:
-    """Per run: first iteration (the toy's own timestamp) minus the decision that started it."""
+def measured_overheads(state: Path) -> tuple[list[float], list[float]]:
+    """Per run: its first iteration (the toy's own timestamp) minus the moment it could start (its decision,
+    or the end of the last run that decision stopped, whose GPUs the runtime waits for); and, as the
+    previous calibration took it, its first iteration minus its decision."""
     from tesserae.runtime.store.database import DB_NAME, Store
 
     store = Store(state / DB_NAME, create=False)
     try:
-        decisions = sorted(float(r["time"]) for r in store.query("SELECT time FROM events WHERE kind='decision'"))
+        decisions = [float(r["time"]) for r in store.query("SELECT time FROM events WHERE kind='decision'")]
         allocs = store.query("SELECT id, job_id, start_time FROM allocations WHERE pid IS NOT NULL ORDER BY id")
+        asked, ends = _stops(store)
     finally:
         store.close()
     first_iter: dict[int, float] = {}
@@ -209,17 +227,28 @@ def measured_overheads(state: Path) -> list[float]:
             m = re.search(r"toy: start iteration=\d+ .*time=([0-9.]+)", line)
             if m and run is not None:
                 first_iter[run] = float(m.group(1))
-    out = []
-    for a in allocs:
-        start = float(a["start_time"])
+    starts = [(int(a["id"]), float(a["start_time"])) for a in allocs]
+    return start_overheads(sorted(decisions), starts, asked, ends, first_iter)
+
+
+def start_overheads(decisions: list[float], starts: list[tuple[int, float]], asked: dict[int, float],
+                    ends: dict[int, float], first_iter: dict[int, float]) -> tuple[list[float], list[float]]:
+    """Per started run (id, start time) with a first iteration: that minus the moment it could start, the
+    latest of its decision (the last one at or before its start) and the ends of the runs asked to stop
+    between that decision and its start; and that minus its decision alone (the previous calibration)."""
+    out, from_decision = [], []
+    for run, start in starts:
+        if run not in first_iter:
+            continue
         decided = max((d for d in decisions if d <= start + 1e-6), default=start)
-        if int(a["id"]) in first_iter:
-            out.append(first_iter[int(a["id"])] - decided)
-    return out
+        waited = [ends[r] for r, at in asked.items() if decided <= at <= start + 1e-6 and r in ends]
+        out.append(first_iter[run] - max([decided, *waited]))
+        from_decision.append(first_iter[run] - decided)
+    return out, from_decision
 
 
-def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Namespace, overhead: float
-            ) -> tuple[dict[int, float], int]:
+def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Namespace, overhead: float,
+            stop_latency: float = 0.0) -> tuple[dict[int, float], int]:
     from tesserae.config import RunSpec
     from tesserae.core.jobs import JobSpec
     from tesserae.runtime.executor.gpus import machine_cluster, virtual_gpus
@@ -233,7 +262,8 @@ def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Nam
     queues = tuple(float(x) for x in args.queues.split(",")) if args.queues else None
     options = {} if queues is None else {"queues": queues}  # only tiresias-las takes queue thresholds
     run = RunSpec.flat(policy=args.policy, placement=args.placement, round_seconds=args.round_seconds,
-                       restart_overhead=overhead, event_driven=args.event_driven, **options)
+                       restart_overhead=overhead, stop_latency=stop_latency, event_driven=args.event_driven,
+                       **options)
     result, _ = simulate(specs, cluster, model, run)
     t = result.table
     return {int(t.job_id[r]): float(t.finish[r] - t.submit[r]) for r in range(t.n)}, int(t.preemptions.sum())
@@ -249,27 +279,32 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
     wall0 = time.monotonic()
     real = run_real(jobs, args, workdir)
     wall = time.monotonic() - wall0
-    overheads = measured_overheads(workdir / "state")
+    overheads, from_decision = measured_overheads(workdir / "state")
     stops = stop_latencies(workdir / "state")
     overhead = statistics.mean(overheads)
-    sim, sim_preempt = run_sim(jobs, real, args, overhead)
+    stop_latency = statistics.mean(stops) if stops else 0.0
+    sim, sim_preempt = run_sim(jobs, real, args, overhead, stop_latency)
     sim0, sim0_preempt = run_sim(jobs, real, args, 0.0)
+    old_overhead = statistics.mean(from_decision)
+    sim_old, _ = run_sim(jobs, real, args, old_overhead)
+    from tesserae.runtime.launch import procs
+
+    procs.kill_pids(procs.pids_with_marker_prefix(str((workdir / "state").resolve())))
     if args.keep:
         print(f"state kept in {workdir}")
     else:
-        from tesserae.runtime.launch import procs
-
-        procs.kill_pids(procs.pids_with_marker_prefix(str((workdir / "state").resolve())))
         shutil.rmtree(workdir, ignore_errors=True)
 
     rows = [{"id": j["id"], "gpus": j["gpus"], "iterations": j["iterations"], "real": real[j["id"]]["jct_seconds"],
-             "sim": sim[j["id"]], "sim0": sim0[j["id"]], "preemptions": real[j["id"]]["preemptions"]}
+             "sim": sim[j["id"]], "sim0": sim0[j["id"]], "sim_old": sim_old[j["id"]],
+             "preemptions": real[j["id"]]["preemptions"], "submit": real[j["id"]]["submit_time"]}
             for j in jobs]
     out = {"label": label, "seed": args.seed, "stops": stops, "rows": rows, "wall": wall, "overhead": overhead,
-           "overheads": overheads,
+           "overheads": overheads, "stop_latency": stop_latency, "old_overhead": old_overhead,
            "real_avg": statistics.mean(r["real"] for r in rows),
            "sim_avg": statistics.mean(r["sim"] for r in rows),
            "sim0_avg": statistics.mean(r["sim0"] for r in rows),
+           "sim_old_avg": statistics.mean(r["sim_old"] for r in rows),
            "per_job": [abs(r["sim"] - r["real"]) / r["real"] for r in rows],
            "per_job0": [abs(r["sim0"] - r["real"]) / r["real"] for r in rows],
            "real_preempt": sum(r["preemptions"] for r in rows), "sim_preempt": sim_preempt,
@@ -277,11 +312,13 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
            "makespan": max(v["finish_time"] for v in real.values()) - min(v["submit_time"] for v in real.values())}
     out["avg_err"] = abs(out["sim_avg"] - out["real_avg"]) / out["real_avg"]
     out["avg_err0"] = abs(out["sim0_avg"] - out["real_avg"]) / out["real_avg"]
+    out["avg_err_old"] = abs(out["sim_old_avg"] - out["real_avg"]) / out["real_avg"]
     print(f"  average JCT: real {out['real_avg']:.2f} s, sim {out['sim_avg']:.2f} s (error {out['avg_err']:.1%}); "
-          f"without overhead {out['sim0_avg']:.2f} s (error {out['avg_err0']:.1%}); per-job error mean "
+          f"without overhead or stop latency {out['sim0_avg']:.2f} s (error {out['avg_err0']:.1%}); previous "
+          f"calibration {out['sim_old_avg']:.2f} s (error {out['avg_err_old']:.1%}); per-job error mean "
           f"{statistics.mean(out['per_job']):.1%}, max {max(out['per_job']):.1%}; preemptions real "
-          f"{out['real_preempt']}, sim {sim_preempt}; overhead {overhead:.2f} s; stop asked -> run ended "
-          f"{_mean_max(stops)}", flush=True)
+          f"{out['real_preempt']}, sim {sim_preempt}; overhead {overhead:.2f} s (from the decision "
+          f"{old_overhead:.2f} s); stop asked -> run ended {_mean_max(stops)}", flush=True)
     return out
 
 
@@ -325,22 +362,27 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "`tesserae server` (" + (SLURM_RUN if slurm else "local executor: each run a process that checkpoints on "
                                  "SIGTERM and resumes") + "). The "
         "simulator replays the submit times the server recorded with the same policy, placement and rounds; its "
-        "one measured input is the restart overhead: the mean, over the real runs, of the time from the decision "
-        "that started a run to the run's first iteration (process start, checkpoint restore, waiting for the "
-        "preempted job to stop). The last column simulates with no overhead, to show what it is worth. "
-        "\"Stop asked -> ended\" is how long the runtime took to carry out a preemption (the simulator: at once).",
+        "two measured inputs are means over the real run: the **stop latency** (`--stop-latency`), from the "
+        "decision that asked a run to stop to the run's end, during which the stopped job holds its GPUs without "
+        "progress and the decision's starts wait (the runtime's `apply_plan` starts nothing before the stops are "
+        "done); and the **restart overhead**, from the moment a run could start (its decision, or the end of the "
+        "runs that decision stopped) to its first iteration (process start, checkpoint restore). Two more "
+        "simulations show what these are worth: the previous calibration (no stop latency, the overhead measured "
+        "from the decision, so that the wait for the stops is charged to the starting job) and none (no overhead, "
+        "no stop latency).",
         "",
         "| seed | configuration | real avg JCT (s) | sim avg JCT (s) | **avg JCT error** | per-job error: mean / "
-        "median / max | preemptions real / sim | measured overhead (s) | stop asked -> ended: mean / max | sim without "
-        "overhead: avg JCT error |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "median / max | preemptions real / sim | restart overhead (s) | stop latency: mean / max | previous "
+        "calibration: overhead, avg JCT error | no overhead, no stop latency: avg JCT error |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         lines.append(
             f"| {r['seed']} | `{r['label']}` | {r['real_avg']:.2f} | {r['sim_avg']:.2f} | **{r['avg_err']:.1%}** | "
             f"{statistics.mean(r['per_job']):.1%} / {statistics.median(r['per_job']):.1%} / {max(r['per_job']):.1%} | "
             f"{r['real_preempt']} / {r['sim_preempt']} | {r['overhead']:.2f} (over {len(r['overheads'])} runs) | "
-            f"{_mean_max(r['stops'])} | {r['avg_err0']:.1%} |")
+            f"{_mean_max(r['stops'])} (over {len(r['stops'])} stops) | {r['old_overhead']:.2f} s, "
+            f"{r['avg_err_old']:.1%} | {r['avg_err0']:.1%} |")
     met = all(r["avg_err"] <= 0.05 for r in results)
     lines += [
         "",
@@ -355,11 +397,13 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     for r in results:
         lines += ["", f"<details><summary>Per job, seed {r['seed']}, <code>{r['label']}</code> (real run: "
                   f"{r['wall']:.0f} s of wall time, makespan {r['makespan']:.1f} s)</summary>", "",
-                  "| job | GPUs | iterations | real JCT (s) | sim JCT (s) | error | real preemptions |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "| job | GPUs | iterations | real JCT (s) | sim JCT (s) | error | real preemptions | previous "
+                  "calibration: sim JCT (s) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for row in r["rows"]:
             lines.append(f"| {row['id']} | {row['gpus']} | {row['iterations']} | {row['real']:.2f} | "
-                         f"{row['sim']:.2f} | {(row['sim'] - row['real']) / row['real']:+.1%} | {row['preemptions']} |")
+                         f"{row['sim']:.2f} | {(row['sim'] - row['real']) / row['real']:+.1%} | {row['preemptions']} | "
+                         f"{row['sim_old']:.2f} |")
         lines += ["", "</details>"]
     return "\n".join(lines)
 
@@ -379,6 +423,7 @@ def main() -> None:
     ap.add_argument("--event-driven", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--keep", action="store_true", help="Keep the state folders.")
     ap.add_argument("--no-write", action="store_true", help="Do not update BENCHMARKS.md.")
+    ap.add_argument("--json", type=Path, default=None, help="Also write every result (per job too) to this file.")
     ap.add_argument("--executor", choices=("local", "slurm"), default="local",
                     help="Where the real run happens: virtual GPUs here, or real Slurm daemons started for it.")
     args = ap.parse_args()
@@ -395,6 +440,8 @@ def main() -> None:
             one = argparse.Namespace(**{**vars(args), "seed": seed}, policy=policy,
                                      queues=queues.replace("/", ",") or None)
             results.append(one_config(jobs, one))
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1))
     if not args.no_write:
         section = "sim_vs_real_slurm" if args.executor == "slurm" else "sim_vs_real"
         update_section(section, report(results, args))
