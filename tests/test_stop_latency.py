@@ -77,6 +77,22 @@ def test_a_preempted_job_holds_its_gpus_without_progress_and_the_next_starts_aft
     assert (t.status == JobStatus.DONE).all() and (t.progress == t.work).all()
 
 
+def test_until_the_stop_reaches_it_a_preempted_job_makes_progress() -> None:
+    # As above with a signal delay of 2 s: job 0 still progresses from 100 to 102 (92 s of progress), then
+    # stops; the GPU is held until 105 all the same.
+    sim, sched = _sim([job(0, 0, 1, 1000), job(1, 50, 1, 1000)], round_seconds=100, restart_overhead=10,
+                      stop_latency=5, stop_signal_delay=2)
+    res = sim.run()
+    _, _, progress, attained = sched.log[2]
+    assert res.table.first_start[1] == 105
+    assert progress[0] == pytest.approx(92.0) and attained[0] == pytest.approx(105.0)
+    assert res.busy_gpu_seconds == pytest.approx(float(res.table.attained.sum()))
+    with pytest.raises(ValueError, match="stop_signal_delay"):
+        SimConfig(stop_latency=1, stop_signal_delay=2)
+    with pytest.raises(InputError, match="cannot exceed"):
+        RunSpec(stop_latency=1, stop_signal_delay=2)
+
+
 def test_without_a_stop_latency_the_start_is_at_the_decision() -> None:
     sim, _ = _sim([job(0, 0, 1, 1000), job(1, 50, 1, 1000)], round_seconds=100, restart_overhead=10)
     res = sim.run()
@@ -124,13 +140,14 @@ def test_a_job_ending_during_the_stops_is_left_out_of_the_plan_and_wakes_a_decis
                           st.sampled_from(["resnet50", "lm", "cyclegan"])), min_size=2, max_size=12),
        st.sampled_from([("las", "consolidated", False), ("tiresias-las", "tiresias", False),
                         ("las", "tesserae", True), ("srtf", "consolidated", False)]),
-       st.sampled_from([0.5, 3.0, 9.0]), st.booleans())
-def test_stop_latency_keeps_every_plan_valid_and_every_job_finishes(raw, config, latency, event) -> None:
+       st.sampled_from([0.5, 3.0, 9.0]), st.booleans(), st.sampled_from([0.0, 0.5]))
+def test_stop_latency_keeps_every_plan_valid_and_every_job_finishes(raw, config, latency, event, signal) -> None:
     # Jobs that end during stops, pairs whose partner ended, migrations: each plan still checked (CheckingScheduler).
     policy, placement, packing = config
     jobs = [job(i, float(s), g, float(d), kind) for i, (s, g, d, kind) in enumerate(raw)]
     sim, sched = _sim(jobs, policy=policy, cluster="2x2", placement=placement, packing=packing,
-                      round_seconds=10, restart_overhead=1, stop_latency=latency, event_driven=event)
+                      round_seconds=10, restart_overhead=1, stop_latency=latency, event_driven=event,
+                      stop_signal_delay=signal * latency)
     res = sim.run()
     t = res.table
     assert (t.status == JobStatus.DONE).all()

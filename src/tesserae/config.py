@@ -66,6 +66,8 @@ class RunSpec(BaseModel):
     #: Seconds a preempted or migrating job takes to stop, holding its GPUs without progress (0 = at once;
     #: below the round length): ``tesserae.sim.running``.
     stop_latency: float = Field(0.0, ge=0, allow_inf_nan=False)
+    #: Of the stop latency, the first seconds before the stop reaches the job: it still makes progress then.
+    stop_signal_delay: float = Field(0.0, ge=0, allow_inf_nan=False)
     no_backfill: bool = False
     event_driven: bool = False
     packing: bool = False
@@ -101,6 +103,9 @@ class RunSpec(BaseModel):
         if self.stop_latency >= self.round_seconds:
             raise InputError(f"the stop latency ({self.stop_latency:g} s) must be below the round length "
                              f"({self.round_seconds:g} s): a decision waits for its stops", field="stop-latency")
+        if self.stop_signal_delay > self.stop_latency:
+            raise InputError(f"the stop signal delay ({self.stop_signal_delay:g} s) is part of the stop latency "
+                             f"({self.stop_latency:g} s) and cannot exceed it", field="stop-signal-delay")
         return self
 
     @classmethod

@@ -305,7 +305,12 @@ class Simulator(RunningJobs):
         assert plan is not None and end is not None
         self._waiting_plan = self._stops_end = None
         events = self.events
-        now, finished = self._run_until(decided, end, stop_at_completion=False)
+        now, finished = decided, 0
+        if self.config.stop_signal_delay > 0:  # the jobs run on until the stop reaches them
+            now, finished = self._run_until(now, decided + self.config.stop_signal_delay, stop_at_completion=False)
+            self._halt(plan)
+        now, more = self._run_until(now, end, stop_at_completion=False)
+        finished += more
         if self.observer is not None:
             self.observer.end(now, self.run_rows, False)
         self._apply(self._surviving(plan), now)

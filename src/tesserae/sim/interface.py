@@ -47,6 +47,9 @@ class SimConfig:
     #: progress meanwhile, and the decision's starts wait for it (:mod:`tesserae.sim.running`).
     #: Apart from the restart overhead, which the starting job pays. Below the round length.
     stop_latency: float = 0.0
+    #: Of the stop latency, the first seconds before the stop reaches the job (a signal on its way): it
+    #: still runs and makes progress then, holding its GPUs as for the rest. At most ``stop_latency``.
+    stop_signal_delay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.event_driven and self.gavel_rounds:
@@ -58,6 +61,9 @@ class SimConfig:
         if not (math.isfinite(self.min_run_quantum) and self.min_run_quantum >= 0):
             raise ValueError(f"min_run_quantum must be >= 0, got {self.min_run_quantum!r}")
         check_stop_latency(self.stop_latency, self.round_seconds, self.gavel_rounds)
+        if not (math.isfinite(self.stop_signal_delay) and 0 <= self.stop_signal_delay <= self.stop_latency):
+            raise ValueError(f"stop_signal_delay must be >= 0 and at most the stop latency ({self.stop_latency:g} s), "
+                             f"got {self.stop_signal_delay!r}")
 
 
 def check_stop_latency(seconds: float, round_seconds: float, gavel_rounds: bool = False) -> None:

@@ -39,7 +39,7 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
                               event_driven=run.event_driven, gavel_rounds=gavel_rounds,
                               restart_cost=run.restart_cost, storage_gbps=run.storage_gbps,
                               min_run_quantum=run.min_run_quantum, allow_thrashing=run.allow_thrashing,
-                              stop_latency=run.stop_latency),
+                              stop_latency=run.stop_latency, stop_signal_delay=run.stop_signal_delay),
                     **learning.engine_options())
     if scheduler.queues is not None and scheduler.queues.enforce:
         sim.reject(scheduler.queues.never_runs(sim.table), "over_queue_limit")

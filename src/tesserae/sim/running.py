@@ -59,10 +59,17 @@ class RunningJobs:
         """The stops of ``plan`` begin at ``now``: those jobs hold their GPUs without progress for the
         stop latency; returns when the rest of the plan applies (``_apply(self._surviving(plan), end)``)."""
         latency = self.config.stop_latency
-        t = self.table
-        for r in (*plan.stopped, *plan.migrated):
-            t.overhead_left[r] = latency  # time without progress, like a restart overhead
+        if self.config.stop_signal_delay == 0:
+            self._halt(plan)
         return now + latency
+
+    def _halt(self, plan: Plan) -> None:
+        """The stop reaches the jobs ``plan`` stops or moves: they make no progress until it is carried out."""
+        t = self.table
+        left = self.config.stop_latency - self.config.stop_signal_delay
+        for r in (*plan.stopped, *plan.migrated):
+            if r in self.assignments:
+                t.overhead_left[r] = left  # time without progress, like a restart overhead
 
     def _surviving(self, plan: Plan) -> Plan:
         """``plan`` without the jobs that ended while its stops were carried out; a job paired with one
