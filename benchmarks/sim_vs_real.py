@@ -4,13 +4,15 @@ The real run: a `tesserae server` (local executor, virtual GPUs) runs toy jobs
 (`examples/toy_trainer.py`: known time per iteration, checkpoint on SIGTERM) submitted over HTTP
 at their arrival times. The simulator then replays the same jobs (the submit times the server
 recorded, the same GPU counts and iterations, rate = 1 / time per iteration) under the same
-policy, placement, round length and event-driven setting. The simulation's two measured inputs,
+policy, placement, round length and event-driven setting. The simulation's three measured inputs,
 each the mean over the real run:
 
 - the stop latency (``--stop-latency``): from the decision that asked a run to stop (the
   ``preempting`` or ``migrating`` event) to the run's recorded end. The runtime's ``apply_plan``
   starts nothing until the decision's stops are done, and the stopped job holds its GPUs until
   then; the simulator models both;
+- of it, the signal delay (``--stop-signal-delay``): how long a stopped run still made progress
+  after the ask (its iterations, from the toy's log), the stop not having reached it yet;
 - the restart overhead: from the moment a run could start (its decision, or when the runs that
   decision stopped had ended) to its first iteration (process start, checkpoint restore).
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -204,6 +207,71 @@ def stop_latencies(state: Path) -> list[float]:
     return [ends[a] - at for a, at in asked.items() if a in ends and ends[a] >= at]
 
 
+def completion_gaps(state: Path) -> list[float]:
+    """Per job that completed while another waited: from its last iteration (the toy's own timestamp) to the
+    next decision, when that decision started a run (the GPUs stay idle meanwhile; the event-driven
+    simulator decides at the completion itself). Not an input of the simulation: a diagnostic."""
+    from tesserae.runtime.store.database import DB_NAME, Store
+
+    store = Store(state / DB_NAME, create=False)
+    try:
+        decisions = sorted(float(r["time"]) for r in store.query("SELECT time FROM events WHERE kind='decision'"))
+        jobs = store.query("SELECT id, submit_time, finish_time FROM jobs WHERE finish_time IS NOT NULL")
+        allocs = store.query("SELECT job_id, start_time, end_time FROM allocations")
+    finally:
+        store.close()
+    starts = sorted(float(a["start_time"]) for a in allocs)
+    out = []
+    for j in jobs:
+        end = float(j["finish_time"])
+        waiting = any(float(k["submit_time"]) <= end < float(k["finish_time"]) and int(k["id"]) != int(j["id"]) and
+                      not any(int(a["job_id"]) == int(k["id"]) and float(a["start_time"]) <= end <
+                              float(a["end_time"] or math.inf) for a in allocs) for k in jobs)
+        m = re.findall(r"toy: done, .* time=([0-9.]+)", (state / "jobs" / str(j["id"]) / "output.log").read_text())
+        nxt = next((d for d in decisions if d >= end - 1e-6), None)
+        if waiting and m and nxt is not None and any(nxt <= s_ <= nxt + 1.0 for s_ in starts):
+            out.append(nxt - float(m[-1]))
+    return out
+
+
+def toy_runs(state: Path, job_ids: set[int]) -> dict[int, tuple[float, int, int | None]]:
+    """Per run of these jobs that iterated, from the toy's own log: the time of its first iteration, the
+    iteration it started at, and the one it was preempted at (None: it did not report a preemption)."""
+    out: dict[int, tuple[float, int, int | None]] = {}
+    for job_id in job_ids:
+        run = None
+        for line in (state / "jobs" / str(job_id) / "output.log").read_text().splitlines():
+            m = re.search(r"run (\d+) \((?:started|resumed)\)", line)
+            if m:
+                run = int(m.group(1))
+            m = re.search(r"toy: start iteration=(\d+) .*time=([0-9.]+)", line)
+            if m and run is not None:
+                out[run] = (float(m.group(2)), int(m.group(1)), None)
+            m = re.search(r"toy: preempted at iteration (\d+)", line)
+            if m and run in out:
+                out[run] = (*out[run][:2], int(m.group(1)))
+    return out
+
+
+def stop_signal_delays(state: Path, spi: float) -> list[float]:
+    """Per preempted run that iterated: how long it still made progress after the decision asked it to stop
+    (its iterations times ``spi``, less the time from its first iteration to the ask; at least 0): the stop
+    had not reached it yet."""
+    from tesserae.runtime.store.database import DB_NAME, Store
+
+    store = Store(state / DB_NAME, create=False)
+    try:
+        asked, ends = _stops(store)
+        jobs = {int(a["job_id"]) for a in store.query("SELECT job_id FROM allocations")}
+    finally:
+        store.close()
+    out = []
+    for run, (first, begin, stopped_at) in toy_runs(state, jobs).items():
+        if run in asked and stopped_at is not None and ends.get(run, -math.inf) >= asked[run]:
+            out.append(max(0.0, (stopped_at - begin) * spi - (asked[run] - first)))
+    return out
+
+
 def measured_overheads(state: Path) -> tuple[list[float], list[float]]:
     """Per run: its first iteration (the toy's own timestamp) minus the moment it could start (its decision,
     or the end of the last run that decision stopped, whose GPUs the runtime waits for); and, as the
@@ -217,16 +285,7 @@ def measured_overheads(state: Path) -> tuple[list[float], list[float]]:
         asked, ends = _stops(store)
     finally:
         store.close()
-    first_iter: dict[int, float] = {}
-    for job_id in {int(a["job_id"]) for a in allocs}:
-        run = None
-        for line in (state / "jobs" / str(job_id) / "output.log").read_text().splitlines():
-            m = re.search(r"run (\d+) \((?:started|resumed)\)", line)
-            if m:
-                run = int(m.group(1))
-            m = re.search(r"toy: start iteration=\d+ .*time=([0-9.]+)", line)
-            if m and run is not None:
-                first_iter[run] = float(m.group(1))
+    first_iter = {run: first for run, (first, _, _) in toy_runs(state, {int(a["job_id"]) for a in allocs}).items()}
     starts = [(int(a["id"]), float(a["start_time"])) for a in allocs]
     return start_overheads(sorted(decisions), starts, asked, ends, first_iter)
 
@@ -248,7 +307,7 @@ def start_overheads(decisions: list[float], starts: list[tuple[int, float]], ask
 
 
 def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Namespace, overhead: float,
-            stop_latency: float = 0.0) -> tuple[dict[int, float], int]:
+            stop_latency: float = 0.0, signal_delay: float = 0.0) -> tuple[dict[int, float], int]:
     from tesserae.config import RunSpec
     from tesserae.core.jobs import JobSpec
     from tesserae.runtime.executor.gpus import machine_cluster, virtual_gpus
@@ -262,7 +321,8 @@ def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Nam
     queues = tuple(float(x) for x in args.queues.split(",")) if args.queues else None
     options = {} if queues is None else {"queues": queues}  # only tiresias-las takes queue thresholds
     run = RunSpec.flat(policy=args.policy, placement=args.placement, round_seconds=args.round_seconds,
-                       restart_overhead=overhead, stop_latency=stop_latency, event_driven=args.event_driven,
+                       restart_overhead=overhead, stop_latency=stop_latency,
+                       stop_signal_delay=signal_delay, event_driven=args.event_driven,
                        **options)
     result, _ = simulate(specs, cluster, model, run)
     t = result.table
@@ -279,28 +339,57 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
     wall0 = time.monotonic()
     real = run_real(jobs, args, workdir)
     wall = time.monotonic() - wall0
-    overheads, from_decision = measured_overheads(workdir / "state")
-    stops = stop_latencies(workdir / "state")
+    try:
+        out = simulate_against(jobs, real, args, workdir / "state", label, wall)
+        out["date"], out["load"] = today(), os.getloadavg()[0]  # of the real run, for --resimulate's report
+        return out
+    finally:
+        from tesserae.runtime.launch import procs
+
+        procs.kill_pids(procs.pids_with_marker_prefix(str((workdir / "state").resolve())))
+        if args.keep:
+            print(f"state kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def real_from_state(state: Path) -> dict[int, dict[str, Any]]:
+    """A finished real run's jobs, from its kept state folder: submit and finish times, JCT, preemptions, name."""
+    from tesserae.runtime.store.database import DB_NAME, Store
+
+    store = Store(state / DB_NAME, create=False)
+    try:
+        rows = store.query("SELECT id, name, submit_time, finish_time, preemptions FROM jobs")
+    finally:
+        store.close()
+    return {int(r["id"]): {"name": r["name"], "submit_time": float(r["submit_time"]),
+                           "finish_time": float(r["finish_time"]), "preemptions": int(r["preemptions"]),
+                           "jct_seconds": float(r["finish_time"]) - float(r["submit_time"])} for r in rows}
+
+
+def simulate_against(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Namespace, state: Path,
+                     label: str, wall: float) -> dict[str, Any]:
+    """The simulations of a real run (its state folder), calibrated from it, and their errors."""
+    overheads, from_decision = measured_overheads(state)
+    stops = stop_latencies(state)
+    gaps = completion_gaps(state)
     overhead = statistics.mean(overheads)
     stop_latency = statistics.mean(stops) if stops else 0.0
-    sim, sim_preempt = run_sim(jobs, real, args, overhead, stop_latency)
+    signals = stop_signal_delays(state, args.spi)
+    signal_delay = min(stop_latency, statistics.mean(signals)) if signals else 0.0
+    sim, sim_preempt = run_sim(jobs, real, args, overhead, stop_latency, signal_delay)
     sim0, sim0_preempt = run_sim(jobs, real, args, 0.0)
     old_overhead = statistics.mean(from_decision)
     sim_old, _ = run_sim(jobs, real, args, old_overhead)
-    from tesserae.runtime.launch import procs
-
-    procs.kill_pids(procs.pids_with_marker_prefix(str((workdir / "state").resolve())))
-    if args.keep:
-        print(f"state kept in {workdir}")
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
-
     rows = [{"id": j["id"], "gpus": j["gpus"], "iterations": j["iterations"], "real": real[j["id"]]["jct_seconds"],
              "sim": sim[j["id"]], "sim0": sim0[j["id"]], "sim_old": sim_old[j["id"]],
              "preemptions": real[j["id"]]["preemptions"], "submit": real[j["id"]]["submit_time"]}
             for j in jobs]
-    out = {"label": label, "seed": args.seed, "stops": stops, "rows": rows, "wall": wall, "overhead": overhead,
+    out = {"label": label, "seed": args.seed, "policy": args.policy, "queues": args.queues, "state": str(state),
+           "stops": stops, "rows": rows, "wall": wall, "overhead": overhead,
            "overheads": overheads, "stop_latency": stop_latency, "old_overhead": old_overhead,
+           "signal_delay": signal_delay,
+           "gaps": gaps,
            "real_avg": statistics.mean(r["real"] for r in rows),
            "sim_avg": statistics.mean(r["sim"] for r in rows),
            "sim0_avg": statistics.mean(r["sim0"] for r in rows),
@@ -318,7 +407,9 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
           f"calibration {out['sim_old_avg']:.2f} s (error {out['avg_err_old']:.1%}); per-job error mean "
           f"{statistics.mean(out['per_job']):.1%}, max {max(out['per_job']):.1%}; preemptions real "
           f"{out['real_preempt']}, sim {sim_preempt}; overhead {overhead:.2f} s (from the decision "
-          f"{old_overhead:.2f} s); stop asked -> run ended {_mean_max(stops)}", flush=True)
+          f"{old_overhead:.2f} s); stop asked -> run ended {_mean_max(stops)}, of which still running "
+          f"{signal_delay:.2f} s; a job's end -> next decision "
+          f"{_mean_max(gaps)}", flush=True)
     return out
 
 
@@ -345,6 +436,7 @@ SLURM_STOPS = (
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     slurm = args.executor == "slurm"
+    loads = [r["load"] for r in results if r.get("load") is not None] or [math.nan]
     lines = [
         "## Simulator vs real runtime under Slurm (`benchmarks/sim_vs_real.py --executor slurm`)" if slurm else
         "## Simulator vs real runtime (`benchmarks/sim_vs_real.py`)",
@@ -354,6 +446,10 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         f"{' --executor slurm' if slurm else ''}`. Machine: {machine()}; load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at the end. Date: {today()}.",
         "",
+        *([f"The real runs are those of an earlier `--keep --json` run of this command (ended {results[0]['date']} "
+           f"to {results[-1]['date']}, load average {min(loads):.1f}-{max(loads):.1f}), simulated again from "
+           "their kept state folders "
+           f"with `--resimulate` on {today()}.", ""] if args.resimulate is not None else []),
         f"Workload (seeds {', '.join(map(str, args.seed_list))}): {args.jobs} toy jobs (`examples/toy_trainer.py`, "
         f"{args.spi:g} s per "
         f"iteration, 3-12 s of work each, 1, 2 or 4 GPUs, Poisson arrivals every {args.mean_gap:g} s on average) on "
@@ -362,27 +458,34 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "`tesserae server` (" + (SLURM_RUN if slurm else "local executor: each run a process that checkpoints on "
                                  "SIGTERM and resumes") + "). The "
         "simulator replays the submit times the server recorded with the same policy, placement and rounds; its "
-        "two measured inputs are means over the real run: the **stop latency** (`--stop-latency`), from the "
-        "decision that asked a run to stop to the run's end, during which the stopped job holds its GPUs without "
-        "progress and the decision's starts wait (the runtime's `apply_plan` starts nothing before the stops are "
-        "done); and the **restart overhead**, from the moment a run could start (its decision, or the end of the "
+        "measured inputs are means over the real run: the **stop latency** (`--stop-latency`), from the "
+        "decision that asked a run to stop to the run's end, during which the stopped job holds its GPUs and the "
+        "decision's starts wait (the runtime's `apply_plan` starts nothing before the stops are done); of it, the "
+        "**signal delay** (`--stop-signal-delay`), how long the stopped job still made progress (the toy's "
+        "iterations: the stop had not reached it yet; no progress for the rest); and the **restart overhead**, "
+        "from the moment a run could start (its decision, or the end of the "
         "runs that decision stopped) to its first iteration (process start, checkpoint restore). Two more "
         "simulations show what these are worth: the previous calibration (no stop latency, the overhead measured "
         "from the decision, so that the wait for the stops is charged to the starting job) and none (no overhead, "
-        "no stop latency).",
+        "no stop latency). The last column is not an input: from a job's last iteration to the next decision "
+        "(when it started a run and another job was waiting), the GPUs stay idle in the real run, while the "
+        "event-driven simulator decides at the completion itself.",
         "",
         "| seed | configuration | real avg JCT (s) | sim avg JCT (s) | **avg JCT error** | per-job error: mean / "
-        "median / max | preemptions real / sim | restart overhead (s) | stop latency: mean / max | previous "
-        "calibration: overhead, avg JCT error | no overhead, no stop latency: avg JCT error |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "median / max | preemptions real / sim | restart overhead (s) | stop latency: mean / max (of which still "
+        "running) | previous "
+        "calibration: overhead, avg JCT error | no overhead, no stop latency: avg JCT error | a job's end -> next "
+        "decision: mean / max |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         lines.append(
             f"| {r['seed']} | `{r['label']}` | {r['real_avg']:.2f} | {r['sim_avg']:.2f} | **{r['avg_err']:.1%}** | "
             f"{statistics.mean(r['per_job']):.1%} / {statistics.median(r['per_job']):.1%} / {max(r['per_job']):.1%} | "
             f"{r['real_preempt']} / {r['sim_preempt']} | {r['overhead']:.2f} (over {len(r['overheads'])} runs) | "
-            f"{_mean_max(r['stops'])} (over {len(r['stops'])} stops) | {r['old_overhead']:.2f} s, "
-            f"{r['avg_err_old']:.1%} | {r['avg_err0']:.1%} |")
+            f"{_mean_max(r['stops'])} ({r.get('signal_delay', 0.0):.2f} s; over {len(r['stops'])} stops) | "
+            f"{r['old_overhead']:.2f} s, "
+            f"{r['avg_err_old']:.1%} | {r['avg_err0']:.1%} | {_mean_max(r.get('gaps', []))} |")
     met = all(r["avg_err"] <= 0.05 for r in results)
     lines += [
         "",
@@ -408,6 +511,23 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def resimulate(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The results of ``--resimulate FILE``: each kept real run simulated again."""
+    results = []
+    for old in json.loads(args.resimulate.read_text()):
+        state = Path(old["state"])
+        one = argparse.Namespace(**{**vars(args), "seed": old["seed"]}, policy=old["policy"], queues=old["queues"])
+        real = real_from_state(state)
+        by_name = {v["name"]: i for i, v in real.items()}
+        jobs = [{**j, "id": by_name[f"toy-{j['index']}"]} for j in workload(args.jobs, old["seed"], args.spi,
+                                                                             args.mean_gap)]
+        print(f"simulating again {old['label']}, seed {old['seed']} (state in {state})", flush=True)
+        out = simulate_against(jobs, real, one, state, old["label"], old["wall"])
+        out["date"], out["load"] = old.get("date", "?"), old.get("load")
+        results.append(out)
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=24)
@@ -424,6 +544,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="Keep the state folders.")
     ap.add_argument("--no-write", action="store_true", help="Do not update BENCHMARKS.md.")
     ap.add_argument("--json", type=Path, default=None, help="Also write every result (per job too) to this file.")
+    ap.add_argument("--resimulate", type=Path, default=None, help="No real run: simulate again the real runs whose "
+                    "results --keep --json wrote to this file (their state folders kept), with this simulator; "
+                    "the other options must be those of that run.")
     ap.add_argument("--executor", choices=("local", "slurm"), default="local",
                     help="Where the real run happens: virtual GPUs here, or real Slurm daemons started for it.")
     args = ap.parse_args()
@@ -432,8 +555,8 @@ def main() -> None:
         args.seed_list = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
     except ValueError:
         ap.error(f"--seeds takes comma-separated integers, not {args.seeds!r}")
-    results = []
-    for seed in args.seed_list:
+    results = [] if args.resimulate is None else resimulate(args)
+    for seed in args.seed_list if args.resimulate is None else []:
         jobs = workload(args.jobs, seed, args.spi, args.mean_gap)
         for config in args.configs.split(","):
             policy, _, queues = config.partition(":")

@@ -43,8 +43,9 @@ def test_the_simulator_half_takes_the_stop_latency_apart_from_the_restart_overhe
 
 def test_the_restart_overhead_counts_from_the_end_of_the_stops_its_decision_waited_for() -> None:
     decisions = [10.0, 20.0]
-    # Run 1 starts at 10.01 on free GPUs and iterates at 10.51; run 3 was asked to stop at 20.01 and ended at 20.40, and run 2
-    # started at 20.41 (the runtime starts nothing before a decision's stops are done); run 4 never iterated.
+    # Run 1 starts at 10.01 on free GPUs and iterates at 10.51; run 3 was asked to stop at 20.01 and ended at
+    # 20.40, and run 2 started at 20.41 (the runtime starts nothing before a decision's stops are done); run 4
+    # never iterated.
     starts = [(1, 10.01), (2, 20.41), (4, 20.42)]
     asked, ends = {3: 20.01}, {3: 20.40}
     first_iter = {1: 10.51, 2: 20.90}
