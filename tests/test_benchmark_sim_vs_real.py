@@ -11,7 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from sim_vs_real import run_sim, start_overheads, workload
+from _sim_vs_real_state import start_overheads
+from sim_vs_real import run_sim, workload
 
 
 def test_the_simulator_half_replays_plain_las_and_tiresias_with_its_queues() -> None:

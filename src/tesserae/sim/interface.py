@@ -44,7 +44,8 @@ class SimConfig:
     #: Run a time-slicing policy even when restart costs reach the round length.
     allow_thrashing: bool = False
     #: Seconds a preempted or migrating job takes to stop (0 = at once): it keeps its GPUs without
-    #: progress meanwhile, and the decision's starts wait for it (:mod:`tesserae.sim.running`).
+    #: progress meanwhile (but for ``stop_signal_delay``), and the decision's starts wait for it
+    #: (:mod:`tesserae.sim.running`).
     #: Apart from the restart overhead, which the starting job pays. Below the round length.
     stop_latency: float = 0.0
     #: Of the stop latency, the first seconds before the stop reaches the job (a signal on its way): it

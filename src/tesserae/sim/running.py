@@ -10,7 +10,9 @@ progress meanwhile, while its attained service and executed time go on (the runt
 until it has ended). The rest of the plan waits for the stops, as the runtime's ``apply_plan`` does:
 the jobs to start or move start when the stop latency is over (then they pay their restart
 overhead), and no decision is taken in between. A job that ends meanwhile (a completion, a failed
-or timed-out run) is left out of the plan, and a job the plan paired with it starts alone.
+or timed-out run) is left out of the plan, and a job the plan paired with it starts alone. With
+``stop_signal_delay`` the stopped job still runs, and makes progress, for that first part of the
+stop latency (the stop has not reached it yet: a signal on its way), and none for the rest.
 """
 
 from __future__ import annotations
@@ -56,8 +58,9 @@ class RunningJobs:
     events: int
 
     def _begin_stops(self, plan: Plan, now: float) -> float:
-        """The stops of ``plan`` begin at ``now``: those jobs hold their GPUs without progress for the
-        stop latency; returns when the rest of the plan applies (``_apply(self._surviving(plan), end)``)."""
+        """The stops of ``plan`` are asked at ``now``: those jobs hold their GPUs for the stop latency, without
+        progress from when the stop reaches them (at once, or after the signal delay: ``_halt``); returns
+        when the rest of the plan applies (``_apply(self._surviving(plan), end)``)."""
         latency = self.config.stop_latency
         if self.config.stop_signal_delay == 0:
             self._halt(plan)
