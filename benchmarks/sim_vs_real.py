@@ -4,11 +4,22 @@ The real run: a `tesserae server` (local executor, virtual GPUs) runs toy jobs
 (`examples/toy_trainer.py`: known time per iteration, checkpoint on SIGTERM) submitted over HTTP
 at their arrival times. The simulator then replays the same jobs (the submit times the server
 recorded, the same GPU counts and iterations, rate = 1 / time per iteration) under the same
-policy, placement, round length and event-driven setting. The only measured input of the
-simulation is the restart overhead: the mean, over the real runs, of the time from the decision
-that started a run to its first iteration (process start, checkpoint restore, and waiting for
-the preempted job to stop). The simulation is also run with no overhead, to show what that
-parameter is worth. Writes the `sim_vs_real` section of BENCHMARKS.md.
+policy, placement, round length and event-driven setting. The simulation's three measured inputs,
+each the mean over the real run:
+
+- the stop latency (``--stop-latency``): from the decision that asked a run to stop (the
+  ``preempting`` or ``migrating`` event) to the run's recorded end. The runtime's ``apply_plan``
+  starts nothing until the decision's stops are done, and the stopped job holds its GPUs until
+  then; the simulator models both;
+- of it, the signal delay (``--stop-signal-delay``): how long a stopped run still made progress
+  after the ask (its iterations, from the toy's log), the stop not having reached it yet;
+- the restart overhead: from the moment a run could start (its decision, or when the runs that
+  decision stopped had ended) to its first iteration (process start, checkpoint restore).
+
+The simulation is also run with no overhead and no stop latency, to show what they are worth, and
+with the previous calibration (no stop latency; the overhead measured from the decision, so that
+the wait for the stops is charged to the starting job), to show what separating them is worth.
+Writes the `sim_vs_real` section of BENCHMARKS.md.
 
 With ``--executor slurm`` (root, Slurm installed) the real run is under a Slurm partition instead:
 real daemons started for it (``slurm_cluster.SlurmCluster``: one node of ``--gpus`` GPUs) and
@@ -17,19 +28,17 @@ real daemons started for it (``slurm_cluster.SlurmCluster``: one node of ``--gpu
     .venv/bin/python benchmarks/sim_vs_real.py [--jobs 24] [--gpus 4] [--seed 1 | --seeds 1,2,3]
         [--configs tiresias-las:10,las] [--executor local|slurm]
 
-Beside the JCTs it reports how long the real runtime took to carry out a stop: from the decision
-that asked it (the ``preempting`` event) to the run's recorded end. The simulator stops a job at
-once, so a runtime slow to stop (a Slurm job still being started cannot be signalled: see
-docs/slurm.md) shows here first.
+A runtime slow to stop (a Slurm job still being started cannot be signalled: see docs/slurm.md)
+shows in the stop latency first.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
-import re
 import shutil
 import signal
 import statistics
@@ -43,6 +52,13 @@ from typing import Any
 import httpx
 
 from _report import ROOT, machine, today, update_section
+from _sim_vs_real_state import (
+    completion_gaps,
+    measured_overheads,
+    real_from_state,
+    stop_latencies,
+    stop_signal_delays,
+)
 from tesserae.core.throughput import ThroughputModel
 
 TOY = ROOT / "examples" / "toy_trainer.py"
@@ -175,51 +191,8 @@ def _run_real(jobs: list[dict[str, Any]], args: argparse.Namespace, state: Path,
     return {v["id"]: v for v in views}
 
 
-def stop_latencies(state: Path) -> list[float]:
-    """Per preempted run: its recorded end minus the decision that asked it to stop."""
-    from tesserae.runtime.store.database import DB_NAME, Store
-
-    store = Store(state / DB_NAME, create=False)
-    try:
-        asked = {json.loads(r["detail"])["allocation"]: float(r["time"])
-                 for r in store.query("SELECT time, detail FROM events WHERE kind='preempting'")}
-        ends = store.query("SELECT id, end_time FROM allocations WHERE end_time IS NOT NULL")
-    finally:
-        store.close()
-    return [float(a["end_time"]) - asked[int(a["id"])] for a in ends if int(a["id"]) in asked]
-
-
-def measured_overheads(state: Path) -> list[float]:
-    """Per run: first iteration (the toy's own timestamp) minus the decision that started it."""
-    from tesserae.runtime.store.database import DB_NAME, Store
-
-    store = Store(state / DB_NAME, create=False)
-    try:
-        decisions = sorted(float(r["time"]) for r in store.query("SELECT time FROM events WHERE kind='decision'"))
-        allocs = store.query("SELECT id, job_id, start_time FROM allocations WHERE pid IS NOT NULL ORDER BY id")
-    finally:
-        store.close()
-    first_iter: dict[int, float] = {}
-    for job_id in {int(a["job_id"]) for a in allocs}:
-        run = None
-        for line in (state / "jobs" / str(job_id) / "output.log").read_text().splitlines():
-            m = re.search(r"run (\d+) \((?:started|resumed)\)", line)
-            if m:
-                run = int(m.group(1))
-            m = re.search(r"toy: start iteration=\d+ .*time=([0-9.]+)", line)
-            if m and run is not None:
-                first_iter[run] = float(m.group(1))
-    out = []
-    for a in allocs:
-        start = float(a["start_time"])
-        decided = max((d for d in decisions if d <= start + 1e-6), default=start)
-        if int(a["id"]) in first_iter:
-            out.append(first_iter[int(a["id"])] - decided)
-    return out
-
-
-def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Namespace, overhead: float
-            ) -> tuple[dict[int, float], int]:
+def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Namespace, overhead: float,
+            stop_latency: float = 0.0, signal_delay: float = 0.0) -> tuple[dict[int, float], int]:
     from tesserae.config import RunSpec
     from tesserae.core.jobs import JobSpec
     from tesserae.runtime.executor.gpus import machine_cluster, virtual_gpus
@@ -233,7 +206,9 @@ def run_sim(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Nam
     queues = tuple(float(x) for x in args.queues.split(",")) if args.queues else None
     options = {} if queues is None else {"queues": queues}  # only tiresias-las takes queue thresholds
     run = RunSpec.flat(policy=args.policy, placement=args.placement, round_seconds=args.round_seconds,
-                       restart_overhead=overhead, event_driven=args.event_driven, **options)
+                       restart_overhead=overhead, stop_latency=stop_latency,
+                       stop_signal_delay=signal_delay, event_driven=args.event_driven,
+                       **options)
     result, _ = simulate(specs, cluster, model, run)
     t = result.table
     return {int(t.job_id[r]): float(t.finish[r] - t.submit[r]) for r in range(t.n)}, int(t.preemptions.sum())
@@ -249,27 +224,47 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
     wall0 = time.monotonic()
     real = run_real(jobs, args, workdir)
     wall = time.monotonic() - wall0
-    overheads = measured_overheads(workdir / "state")
-    stops = stop_latencies(workdir / "state")
-    overhead = statistics.mean(overheads)
-    sim, sim_preempt = run_sim(jobs, real, args, overhead)
-    sim0, sim0_preempt = run_sim(jobs, real, args, 0.0)
-    if args.keep:
-        print(f"state kept in {workdir}")
-    else:
+    try:
+        out = simulate_against(jobs, real, args, workdir / "state", label, wall)
+        out["date"], out["load"] = today(), os.getloadavg()[0]  # of the real run, for --resimulate's report
+        return out
+    finally:
         from tesserae.runtime.launch import procs
 
         procs.kill_pids(procs.pids_with_marker_prefix(str((workdir / "state").resolve())))
-        shutil.rmtree(workdir, ignore_errors=True)
+        if args.keep:
+            print(f"state kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
 
+
+def simulate_against(jobs: list[dict[str, Any]], real: dict[int, Any], args: argparse.Namespace, state: Path,
+                     label: str, wall: float) -> dict[str, Any]:
+    """The simulations of a real run (its state folder), calibrated from it, and their errors."""
+    overheads, from_decision = measured_overheads(state)
+    stops = stop_latencies(state)
+    gaps = completion_gaps(state)
+    overhead = statistics.mean(overheads)
+    stop_latency = statistics.mean(stops) if stops else 0.0
+    signals = stop_signal_delays(state, args.spi)
+    signal_delay = min(stop_latency, statistics.mean(signals)) if signals else 0.0
+    sim, sim_preempt = run_sim(jobs, real, args, overhead, stop_latency, signal_delay)
+    sim0, sim0_preempt = run_sim(jobs, real, args, 0.0)
+    old_overhead = statistics.mean(from_decision)
+    sim_old, _ = run_sim(jobs, real, args, old_overhead)
     rows = [{"id": j["id"], "gpus": j["gpus"], "iterations": j["iterations"], "real": real[j["id"]]["jct_seconds"],
-             "sim": sim[j["id"]], "sim0": sim0[j["id"]], "preemptions": real[j["id"]]["preemptions"]}
+             "sim": sim[j["id"]], "sim0": sim0[j["id"]], "sim_old": sim_old[j["id"]],
+             "preemptions": real[j["id"]]["preemptions"], "submit": real[j["id"]]["submit_time"]}
             for j in jobs]
-    out = {"label": label, "seed": args.seed, "stops": stops, "rows": rows, "wall": wall, "overhead": overhead,
-           "overheads": overheads,
+    out = {"label": label, "seed": args.seed, "policy": args.policy, "queues": args.queues, "state": str(state),
+           "stops": stops, "rows": rows, "wall": wall, "overhead": overhead,
+           "overheads": overheads, "stop_latency": stop_latency, "old_overhead": old_overhead,
+           "signal_delay": signal_delay,
+           "gaps": gaps,
            "real_avg": statistics.mean(r["real"] for r in rows),
            "sim_avg": statistics.mean(r["sim"] for r in rows),
            "sim0_avg": statistics.mean(r["sim0"] for r in rows),
+           "sim_old_avg": statistics.mean(r["sim_old"] for r in rows),
            "per_job": [abs(r["sim"] - r["real"]) / r["real"] for r in rows],
            "per_job0": [abs(r["sim0"] - r["real"]) / r["real"] for r in rows],
            "real_preempt": sum(r["preemptions"] for r in rows), "sim_preempt": sim_preempt,
@@ -277,11 +272,15 @@ def one_config(jobs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str
            "makespan": max(v["finish_time"] for v in real.values()) - min(v["submit_time"] for v in real.values())}
     out["avg_err"] = abs(out["sim_avg"] - out["real_avg"]) / out["real_avg"]
     out["avg_err0"] = abs(out["sim0_avg"] - out["real_avg"]) / out["real_avg"]
+    out["avg_err_old"] = abs(out["sim_old_avg"] - out["real_avg"]) / out["real_avg"]
     print(f"  average JCT: real {out['real_avg']:.2f} s, sim {out['sim_avg']:.2f} s (error {out['avg_err']:.1%}); "
-          f"without overhead {out['sim0_avg']:.2f} s (error {out['avg_err0']:.1%}); per-job error mean "
+          f"without overhead or stop latency {out['sim0_avg']:.2f} s (error {out['avg_err0']:.1%}); previous "
+          f"calibration {out['sim_old_avg']:.2f} s (error {out['avg_err_old']:.1%}); per-job error mean "
           f"{statistics.mean(out['per_job']):.1%}, max {max(out['per_job']):.1%}; preemptions real "
-          f"{out['real_preempt']}, sim {sim_preempt}; overhead {overhead:.2f} s; stop asked -> run ended "
-          f"{_mean_max(stops)}", flush=True)
+          f"{out['real_preempt']}, sim {sim_preempt}; overhead {overhead:.2f} s (from the decision "
+          f"{old_overhead:.2f} s); stop asked -> run ended {_mean_max(stops)}, of which still running "
+          f"{signal_delay:.2f} s; a job's end -> next decision "
+          f"{_mean_max(gaps)}", flush=True)
     return out
 
 
@@ -308,6 +307,7 @@ SLURM_STOPS = (
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     slurm = args.executor == "slurm"
+    loads = [r["load"] for r in results if r.get("load") is not None] or [math.nan]
     lines = [
         "## Simulator vs real runtime under Slurm (`benchmarks/sim_vs_real.py --executor slurm`)" if slurm else
         "## Simulator vs real runtime (`benchmarks/sim_vs_real.py`)",
@@ -317,6 +317,10 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         f"{' --executor slurm' if slurm else ''}`. Machine: {machine()}; load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at the end. Date: {today()}.",
         "",
+        *([f"The real runs are those of an earlier `--keep --json` run of this command (ended {results[0]['date']} "
+           f"to {results[-1]['date']}, load average {min(loads):.1f}-{max(loads):.1f}), simulated again from "
+           "their kept state folders "
+           f"with `--resimulate` on {today()}.", ""] if args.resimulate is not None else []),
         f"Workload (seeds {', '.join(map(str, args.seed_list))}): {args.jobs} toy jobs (`examples/toy_trainer.py`, "
         f"{args.spi:g} s per "
         f"iteration, 3-12 s of work each, 1, 2 or 4 GPUs, Poisson arrivals every {args.mean_gap:g} s on average) on "
@@ -325,22 +329,34 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "`tesserae server` (" + (SLURM_RUN if slurm else "local executor: each run a process that checkpoints on "
                                  "SIGTERM and resumes") + "). The "
         "simulator replays the submit times the server recorded with the same policy, placement and rounds; its "
-        "one measured input is the restart overhead: the mean, over the real runs, of the time from the decision "
-        "that started a run to the run's first iteration (process start, checkpoint restore, waiting for the "
-        "preempted job to stop). The last column simulates with no overhead, to show what it is worth. "
-        "\"Stop asked -> ended\" is how long the runtime took to carry out a preemption (the simulator: at once).",
+        "measured inputs are means over the real run: the **stop latency** (`--stop-latency`), from the "
+        "decision that asked a run to stop to the run's end, during which the stopped job holds its GPUs and the "
+        "decision's starts wait (the runtime's `apply_plan` starts nothing before the stops are done); of it, the "
+        "**signal delay** (`--stop-signal-delay`), how long the stopped job still made progress (the toy's "
+        "iterations: the stop had not reached it yet; no progress for the rest); and the **restart overhead**, "
+        "from the moment a run could start (its decision, or the end of the "
+        "runs that decision stopped) to its first iteration (process start, checkpoint restore). Two more "
+        "simulations show what these are worth: the previous calibration (no stop latency, the overhead measured "
+        "from the decision, so that the wait for the stops is charged to the starting job) and none (no overhead, "
+        "no stop latency). The last column is not an input: from a job's last iteration to the next decision "
+        "(when it started a run and another job was waiting), the GPUs stay idle in the real run, while the "
+        "event-driven simulator decides at the completion itself.",
         "",
         "| seed | configuration | real avg JCT (s) | sim avg JCT (s) | **avg JCT error** | per-job error: mean / "
-        "median / max | preemptions real / sim | measured overhead (s) | stop asked -> ended: mean / max | sim without "
-        "overhead: avg JCT error |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "median / max | preemptions real / sim | restart overhead (s) | stop latency: mean / max (of which still "
+        "running) | previous "
+        "calibration: overhead, avg JCT error | no overhead, no stop latency: avg JCT error | a job's end -> next "
+        "decision: mean / max |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         lines.append(
             f"| {r['seed']} | `{r['label']}` | {r['real_avg']:.2f} | {r['sim_avg']:.2f} | **{r['avg_err']:.1%}** | "
             f"{statistics.mean(r['per_job']):.1%} / {statistics.median(r['per_job']):.1%} / {max(r['per_job']):.1%} | "
             f"{r['real_preempt']} / {r['sim_preempt']} | {r['overhead']:.2f} (over {len(r['overheads'])} runs) | "
-            f"{_mean_max(r['stops'])} | {r['avg_err0']:.1%} |")
+            f"{_mean_max(r['stops'])} ({r.get('signal_delay', 0.0):.2f} s; over {len(r['stops'])} stops) | "
+            f"{r['old_overhead']:.2f} s, "
+            f"{r['avg_err_old']:.1%} | {r['avg_err0']:.1%} | {_mean_max(r.get('gaps', []))} |")
     met = all(r["avg_err"] <= 0.05 for r in results)
     lines += [
         "",
@@ -355,13 +371,32 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     for r in results:
         lines += ["", f"<details><summary>Per job, seed {r['seed']}, <code>{r['label']}</code> (real run: "
                   f"{r['wall']:.0f} s of wall time, makespan {r['makespan']:.1f} s)</summary>", "",
-                  "| job | GPUs | iterations | real JCT (s) | sim JCT (s) | error | real preemptions |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+                  "| job | GPUs | iterations | real JCT (s) | sim JCT (s) | error | real preemptions | previous "
+                  "calibration: sim JCT (s) |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- |"]
         for row in r["rows"]:
             lines.append(f"| {row['id']} | {row['gpus']} | {row['iterations']} | {row['real']:.2f} | "
-                         f"{row['sim']:.2f} | {(row['sim'] - row['real']) / row['real']:+.1%} | {row['preemptions']} |")
+                         f"{row['sim']:.2f} | {(row['sim'] - row['real']) / row['real']:+.1%} | {row['preemptions']} | "
+                         f"{row['sim_old']:.2f} |")
         lines += ["", "</details>"]
     return "\n".join(lines)
+
+
+def resimulate(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The results of ``--resimulate FILE``: each kept real run simulated again."""
+    results = []
+    for old in json.loads(args.resimulate.read_text()):
+        state = Path(old["state"])
+        one = argparse.Namespace(**{**vars(args), "seed": old["seed"]}, policy=old["policy"], queues=old["queues"])
+        real = real_from_state(state)
+        by_name = {v["name"]: i for i, v in real.items()}
+        jobs = [{**j, "id": by_name[f"toy-{j['index']}"]} for j in workload(args.jobs, old["seed"], args.spi,
+                                                                             args.mean_gap)]
+        print(f"simulating again {old['label']}, seed {old['seed']} (state in {state})", flush=True)
+        out = simulate_against(jobs, real, one, state, old["label"], old["wall"])
+        out["date"], out["load"] = old.get("date", "?"), old.get("load")
+        results.append(out)
+    return results
 
 
 def main() -> None:
@@ -379,6 +414,10 @@ def main() -> None:
     ap.add_argument("--event-driven", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--keep", action="store_true", help="Keep the state folders.")
     ap.add_argument("--no-write", action="store_true", help="Do not update BENCHMARKS.md.")
+    ap.add_argument("--json", type=Path, default=None, help="Also write every result (per job too) to this file.")
+    ap.add_argument("--resimulate", type=Path, default=None, help="No real run: simulate again the real runs whose "
+                    "results --keep --json wrote to this file (their state folders kept), with this simulator; "
+                    "the other options must be those of that run.")
     ap.add_argument("--executor", choices=("local", "slurm"), default="local",
                     help="Where the real run happens: virtual GPUs here, or real Slurm daemons started for it.")
     args = ap.parse_args()
@@ -387,14 +426,16 @@ def main() -> None:
         args.seed_list = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
     except ValueError:
         ap.error(f"--seeds takes comma-separated integers, not {args.seeds!r}")
-    results = []
-    for seed in args.seed_list:
+    results = [] if args.resimulate is None else resimulate(args)
+    for seed in args.seed_list if args.resimulate is None else []:
         jobs = workload(args.jobs, seed, args.spi, args.mean_gap)
         for config in args.configs.split(","):
             policy, _, queues = config.partition(":")
             one = argparse.Namespace(**{**vars(args), "seed": seed}, policy=policy,
                                      queues=queues.replace("/", ",") or None)
             results.append(one_config(jobs, one))
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1))
     if not args.no_write:
         section = "sim_vs_real_slurm" if args.executor == "slurm" else "sim_vs_real"
         update_section(section, report(results, args))

@@ -110,3 +110,18 @@ def test_bad_options_exit_2_naming_the_option(tmp_path: Path) -> None:
     for args in (("--storage-gbps", "0"), ("--min-run-quantum", "-1")):  # ranges: checked by the CLI parser
         r = tesserae("simulate", *SMALL, *args, "--out", str(tmp_path / "x"))
         assert r.returncode == 2 and "Traceback" not in r.stderr and args[0] in r.stderr
+
+
+def test_stop_latency_is_checked_recorded_and_shown(tmp_path: Path) -> None:
+    r = tesserae("simulate", *SMALL, "--stop-latency", "-1", "--out", str(tmp_path / "x"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and "--stop-latency" in r.stderr
+    line = error_line(tesserae("simulate", *SMALL, "--round-seconds", "60", "--stop-latency", "60",
+                               "--out", str(tmp_path / "x")))
+    assert "field 'stop-latency'" in line and "below the round length (60 s)" in line
+    line = error_line(tesserae("simulate", *SMALL, "--policy", "gavel-fifo", "--placement", "gavel",
+                               "--stop-latency", "5", "--out", str(tmp_path / "x")))
+    assert "field 'stop-latency'" in line and "--fixed-rounds" in line
+    r = tesserae("simulate", *SMALL, "--policy", "las", "--stop-latency", "20", "--out", str(tmp_path / "b"))
+    assert r.returncode == 0, r.stderr
+    s = json.loads((tmp_path / "b" / "summary.json").read_text())
+    assert s["completed"] == 30 and s["stop_latency"] == 20.0 and "stop 20 s" in r.stdout

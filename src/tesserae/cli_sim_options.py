@@ -39,6 +39,13 @@ StorageOpt = Annotated[float, typer.Option("--storage-gbps", min=0.001, help="Wi
                                            "bandwidth a restarting job reads its checkpoint at, Gbit/s.")]
 QuantumOpt = Annotated[float, typer.Option("--min-run-quantum", min=0.0, help="A (re)started job runs K times "
                                            "its restart cost before it may be preempted (0 = off).")]
+StopLatencyOpt = Annotated[float, typer.Option("--stop-latency", min=0.0, help="Seconds a preempted or migrating "
+                                               "job takes to stop (SIGTERM, checkpoint, exit): it keeps its GPUs "
+                                               "without progress, and the decision's starts wait for it; below "
+                                               "--round-seconds (0 = at once).")]
+StopSignalOpt = Annotated[float, typer.Option("--stop-signal-delay", min=0.0, help="Of --stop-latency, the first "
+                                              "seconds before the stop reaches the job (it still makes progress "
+                                              "then; 0 = none).")]
 ThrashOpt = Annotated[bool, typer.Option("--allow-thrashing", help="Run a time-slicing policy even though some "
                                          "restart cost reaches the round length (and no --min-run-quantum).")]
 NoBackfillOpt = Annotated[bool, typer.Option("--no-backfill", help="Stop at the first job that does not fit.")]

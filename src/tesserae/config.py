@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tesserae.core.advice import AdviceKind
 from tesserae.core.cluster import Cluster
@@ -63,6 +63,11 @@ class RunSpec(BaseModel):
     #: A (re)started job runs this many times its restart cost before it may be preempted (0 = off).
     min_run_quantum: float = Field(0.0, ge=0, allow_inf_nan=False)
     allow_thrashing: bool = False
+    #: Seconds a preempted or migrating job takes to stop, holding its GPUs without progress (0 = at once;
+    #: below the round length): ``tesserae.sim.running``.
+    stop_latency: float = Field(0.0, ge=0, allow_inf_nan=False)
+    #: Of the stop latency, the first seconds before the stop reaches the job: it still makes progress then.
+    stop_signal_delay: float = Field(0.0, ge=0, allow_inf_nan=False)
     no_backfill: bool = False
     event_driven: bool = False
     packing: bool = False
@@ -92,6 +97,16 @@ class RunSpec(BaseModel):
     #: learned: 'given' tells the estimator each job's true alone rate on every GPU type at arrival (what
     #: Gavel's estimator assumes), so that a study can tell what learning alone rates costs from the rest.
     learned_alone: Literal["learned", "given"] = "learned"
+
+    @model_validator(mode="after")
+    def _stop_within_round(self) -> RunSpec:
+        if self.stop_latency >= self.round_seconds:
+            raise InputError(f"the stop latency ({self.stop_latency:g} s) must be below the round length "
+                             f"({self.round_seconds:g} s): a decision waits for its stops", field="stop-latency")
+        if self.stop_signal_delay > self.stop_latency:
+            raise InputError(f"the stop signal delay ({self.stop_signal_delay:g} s) is part of the stop latency "
+                             f"({self.stop_latency:g} s) and cannot exceed it", field="stop-signal-delay")
+        return self
 
     @classmethod
     def flat(cls, **settings: Any) -> RunSpec:

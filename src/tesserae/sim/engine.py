@@ -8,11 +8,14 @@ instant (keeping its strategy until the next decision). Starting, resuming or mi
 relaunching it with another parallelism strategy, costs the restart overhead, during which it
 holds its GPUs and makes no progress: a fixed number of seconds (``restart_cost="fixed"``), or
 each job type's start-up plus checkpoint bytes over the storage bandwidth, from the profile
-(``restart_cost="job"``, see :mod:`tesserae.core.restart`).
+(``restart_cost="job"``, see :mod:`tesserae.core.restart`). Stopping a preempted or migrating job
+can take time too (``stop_latency``, 0 by default): it keeps its GPUs without progress until it has
+stopped, and the decision's starts wait for it (:mod:`tesserae.sim.running`).
 
 A time-slicing policy whose jobs' restart costs reach the round length could restart them round
 after round without progress: refused unless a minimum run quantum is set
-(:mod:`tesserae.sim.restart_costs`). Gavel's rounds: :mod:`tesserae.sim.gavel_rounds`.
+(:mod:`tesserae.sim.restart_costs`). Gavel's rounds: :mod:`tesserae.sim.gavel_rounds`. How a plan,
+a completion or a lifecycle end changes the running set: :mod:`tesserae.sim.running`.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from tesserae.sim.gavel_rounds import micro_tasks
 from tesserae.sim.interface import ProgressCallback, SimConfig, SimResult
 from tesserae.sim.lifecycle import SimLifecycle
 from tesserae.sim.rates import PlacementRates, never_progress
+from tesserae.sim.running import RunningJobs
 
 
 class SegmentObserver(Protocol):
@@ -52,7 +56,7 @@ class SegmentObserver(Protocol):
     def end(self, now: float, rows: np.ndarray, decision: bool) -> None: ...
 
 
-class Simulator:
+class Simulator(RunningJobs):
     """Replays ``specs`` on ``cluster`` under ``scheduler``. One instance, one run.
 
     By default jobs progress at the rates of the scheduler's own model (it sees the truth: the
@@ -123,6 +127,9 @@ class Simulator:
         self.rates = PlacementRates(t, cluster, self.model, hidden=truth is not None)
         #: The strategy each running job was launched with (``rates.strategies``: some job has any).
         self.strategy: dict[int, str | None] = {}
+        #: A decision's plan waiting for its stops (stop latency), and when they are carried out.
+        self._waiting_plan: Plan | None = None
+        self._stops_end: float | None = None
 
     @property
     def rate_factor(self) -> np.ndarray:
@@ -202,6 +209,12 @@ class Simulator:
                     self._decide(now)
                 if not self.assignments:
                     break
+            decided = now
+            if self._waiting_plan is not None:
+                now, finished, wake = self._stops_done(decided)
+                done_count += finished
+                if wake or (not self.assignments and self._peek_arrival() is None):
+                    continue  # decide at once, as the runtime does once a plan is applied
             if self.config.gavel_rounds:
                 round_ended = bool(self.assignments)
                 if self.assignments:
@@ -214,7 +227,7 @@ class Simulator:
                 if progress is not None:
                     progress(now - t0, done_count, total)
                 continue
-            stop = now + R
+            stop = max(decided + R, now)  # the round counts from its decision, as the runtime's does
             if self.config.event_driven:
                 nxt = self._peek_arrival()
                 if nxt is not None:
@@ -269,70 +282,47 @@ class Simulator:
         plan = self.scheduler.decide(now, self.table, active, self.assignments)
         self.decision_seconds.append(time.perf_counter() - c0)
         self.events += 1
-        self._apply(plan, now)
-        if self.observer is not None:
-            self.observer.begin(now, self.run_rows, True)
+        if self.config.stop_latency > 0 and (plan.stopped or plan.migrated):
+            # The stops take their time first; the rest of the plan waits for them (``_stops_done``).
+            self._waiting_plan, self._stops_end = plan, self._begin_stops(plan, now)
+            if self.observer is not None:
+                self.observer.begin(now, self.run_rows, False)
+        else:
+            self._apply(plan, now)
+            if self.observer is not None:
+                self.observer.begin(now, self.run_rows, True)
+        self._record_timeline(now)
+
+    def _record_timeline(self, now: float) -> None:
         queued = len(self.active) - len(self.assignments)
         self._timeline.append((now, self.in_use, queued, len(self.assignments)))
 
-    def _apply(self, plan: Plan, now: float) -> None:
-        t, c = self.table, self.cluster
-        previous = self.assignments
-        for r in plan.stopped:
-            t.status[r] = JobStatus.QUEUED
-            t.preemptions[r] += 1
-            t.last_stop[r] = now
-            t.rate[r] = 0.0
-            t.overhead_left[r] = 0.0
-            self.strategy.pop(r, None)
-        for r in plan.started:
-            t.status[r] = JobStatus.RUNNING
-            if math.isnan(t.first_start[r]):
-                t.first_start[r] = now
-            t.last_start[r] = now
-            restart_costs.charge(t, r, now, self.overhead, self.config.min_run_quantum)
-        for r in plan.migrated:
-            t.migrations[r] += 1
-            restart_costs.charge(t, r, now, self.overhead, self.config.min_run_quantum)
-            if c.gpu_type[previous[r].gpus[0]] != c.gpu_type[plan.assignments[r].gpus[0]]:
-                t.type_switches[r] += 1
-        strategy: dict[int, str | None] = {}
-        changed: set[int] = set()
-        if self.rates.strategies:
-            strategy = {r: self.rates.strategy_of(a) for r, a in plan.assignments.items()}
-            changed = {r for r, s in strategy.items() if self.strategy.get(r, s) != s}
-            for r in changed:
-                # Still running on the same GPUs, relaunched with another strategy: a restart.
-                if r in previous and t.overhead_left[r] < self.overhead[r]:
-                    restart_costs.charge(t, r, now, self.overhead, self.config.min_run_quantum)
-                    t.strategy_changes[r] += 1
-        shared = 0
-        for r, a in plan.assignments.items():
-            p = previous.get(r)
-            if (p is not a and p != a) or r in changed or a.partner in changed:
-                partner_strategy = None if a.partner is None else strategy.get(a.partner)
-                t.rate[r] = self.rates.job_rate(a, strategy.get(r), partner_strategy)
-            if a.partner is not None and r < a.partner:
-                shared += min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
-        self.assignments = dict(plan.assignments)
-        self.strategy = strategy
-        self.shared_gpus = shared
-        self._index_partners()
-        self._refresh_running()
-
-    def _refresh_running(self, ended: np.ndarray | None = None) -> None:
-        """Running rows and GPUs in use; a pair shares the smaller job's GPUs (a subset of the larger's).
-
-        After a decision they are read from the assignments; after ``ended`` rows left them, those
-        are dropped from the array (the same rows in the same order, without a pass over the dict:
-        on a large cluster jobs end thousands of times a round).
-        """
-        if ended is None:
-            self.run_rows = np.fromiter(self.assignments, dtype=np.int64, count=len(self.assignments))
-        else:
-            rows = self.run_rows
-            self.run_rows = rows[rows != ended[0]] if ended.size == 1 else rows[~np.isin(rows, ended)]
-        self.in_use = int(self.table.num_gpus[self.run_rows].sum()) - self.shared_gpus
+    def _stops_done(self, decided: float) -> tuple[float, int, bool]:
+        """Runs the jobs on until the stops asked at ``decided`` are carried out, then applies the rest
+        of that decision's plan. Returns (now, jobs ended meanwhile, whether an event-driven run must
+        decide at once: a job ended, or the policy had an event, while the stops were carried out)."""
+        plan, end = self._waiting_plan, self._stops_end
+        assert plan is not None and end is not None
+        self._waiting_plan = self._stops_end = None
+        events = self.events
+        now, finished = decided, 0
+        if self.config.stop_signal_delay > 0:  # the jobs run on until the stop reaches them
+            now, finished = self._run_until(now, decided + self.config.stop_signal_delay, stop_at_completion=False)
+            self._halt(plan)
+        now, more = self._run_until(now, end, stop_at_completion=False)
+        finished += more
+        if self.observer is not None:
+            self.observer.end(now, self.run_rows, False)
+        self._apply(self._surviving(plan), now)
+        if self.observer is not None:
+            self.observer.begin(now, self.run_rows, True)
+        self._record_timeline(now)
+        if not self.config.event_driven:
+            return now, finished, False
+        if self.events > events:
+            return now, finished, True
+        active = np.fromiter(self.active, dtype=np.int64, count=len(self.active))
+        return now, finished, decided < self.scheduler.policy.next_event(self.table, active, self.run_rows, now) <= now
 
     def _advance(self, dt: float) -> None:
         if dt <= 0:
@@ -399,96 +389,6 @@ class Simulator:
             self._complete(who, now + finish)
             done += int(who.size)
         return end, done
-
-    def _complete(self, rows: np.ndarray, now: float) -> None:
-        t = self.table
-        if self.observer is not None:
-            self.observer.end(now, rows, False)
-        for r in rows.tolist():
-            t.status[r] = JobStatus.DONE
-            t.finish[r] = now
-            t.progress[r] = t.work[r]
-            t.overhead_left[r] = 0.0
-            t.rate[r] = 0.0
-            t.last_stop[r] = now
-            del self.assignments[r]
-            del self.active[r]
-            self.scheduler.policy.on_finish(t, r, now)
-        self._unpair(set(rows.tolist()), now)
-        self.events += int(rows.size)
-        self._refresh_running(rows)
-        self._dependents_of(rows.tolist(), now)
-
-    def _end_runs(self, rows: np.ndarray, now: float) -> int:
-        """Runs that reached their lifecycle cut (a failure, the time limit): each job is retried later
-        or ends failed / timed out. Returns how many jobs ended."""
-        t, lc = self.table, self.lifecycle
-        assert lc is not None
-        if self.observer is not None:
-            self.observer.end(now, rows, False)
-        final = []
-        for r in rows.tolist():
-            outcome = lc.end_run(r, now)
-            t.rate[r] = 0.0
-            t.overhead_left[r] = 0.0
-            t.last_stop[r] = now
-            del self.assignments[r]
-            del self.active[r]
-            if outcome is None:
-                t.status[r] = JobStatus.QUEUED  # back after its backoff (``_admit_arrivals``)
-            else:
-                t.status[r] = JobStatus.DONE
-                t.outcome[r] = outcome
-                t.finish[r] = now
-                self.scheduler.policy.on_finish(t, r, now)
-                final.append(r)
-        self._unpair(set(rows.tolist()), now)
-        self.events += int(rows.size)
-        self._refresh_running(rows)
-        self._dependents_of(final, now)
-        return len(final)
-
-    def _dependents_of(self, rows: list[int], now: float) -> None:
-        """Jobs that waited on ``rows`` (now ended): queue those now free to start."""
-        if self.lifecycle is None or not rows:
-            return
-        ready, _cancelled = self.lifecycle.ended(rows, now)
-        for r in ready:
-            self.active[r] = None
-
-    def _index_partners(self) -> None:
-        """``named_by`` from the assignments: which rows name each row as their partner."""
-        named: dict[int, list[int]] = {}
-        for r, a in self.assignments.items():
-            if a.partner is not None:
-                named.setdefault(a.partner, []).append(r)
-        self.named_by = named
-
-    def _unpair(self, done: set[int], now: float) -> None:
-        """The jobs in ``done`` left their GPUs (their strategy goes); those whose partner left run alone
-        now, at their own rate."""
-        t = self.table
-        for r in done:
-            self.strategy.pop(r, None)
-        if not self.shared_gpus:
-            return
-        # Only the rows that named a finished row as partner, not every assignment: each is handled
-        # on its own, so the order does not matter.
-        for d in done:
-            for r in self.named_by.pop(d, ()):
-                a = self.assignments.get(r)
-                if a is None or a.partner != d:
-                    continue
-                # Alone until the next decision, still launched with the strategy it had.
-                observed = self.observer is not None and r not in done
-                if observed:
-                    self.observer.end(now, np.array([r]), False)
-                alone = Assignment(r, a.gpus, None, self.strategy.get(r, a.strategy))
-                self.assignments[r] = alone
-                t.rate[r] = self.rates.job_rate(alone, alone.strategy)
-                self.shared_gpus -= min(int(t.num_gpus[r]), int(t.num_gpus[a.partner]))
-                if observed:
-                    self.observer.begin(now, np.array([r]), False)
 
     def _result(self, wall0: float) -> SimResult:
         tl = np.array(self._timeline, dtype=np.float64).reshape(-1, 4)

@@ -43,6 +43,14 @@ class SimConfig:
     min_run_quantum: float = 0.0
     #: Run a time-slicing policy even when restart costs reach the round length.
     allow_thrashing: bool = False
+    #: Seconds a preempted or migrating job takes to stop (0 = at once): it keeps its GPUs without
+    #: progress meanwhile (but for ``stop_signal_delay``), and the decision's starts wait for it
+    #: (:mod:`tesserae.sim.running`).
+    #: Apart from the restart overhead, which the starting job pays. Below the round length.
+    stop_latency: float = 0.0
+    #: Of the stop latency, the first seconds before the stop reaches the job (a signal on its way): it
+    #: still runs and makes progress then, holding its GPUs as for the rest. At most ``stop_latency``.
+    stop_signal_delay: float = 0.0
 
     def __post_init__(self) -> None:
         if self.event_driven and self.gavel_rounds:
@@ -53,6 +61,19 @@ class SimConfig:
             raise ValueError(f"storage_gbps must be positive, got {self.storage_gbps!r}")
         if not (math.isfinite(self.min_run_quantum) and self.min_run_quantum >= 0):
             raise ValueError(f"min_run_quantum must be >= 0, got {self.min_run_quantum!r}")
+        check_stop_latency(self.stop_latency, self.round_seconds, self.gavel_rounds)
+        if not (math.isfinite(self.stop_signal_delay) and 0 <= self.stop_signal_delay <= self.stop_latency):
+            raise ValueError(f"stop_signal_delay must be >= 0 and at most the stop latency ({self.stop_latency:g} s), "
+                             f"got {self.stop_signal_delay!r}")
+
+
+def check_stop_latency(seconds: float, round_seconds: float, gavel_rounds: bool = False) -> None:
+    """A stop latency is non-negative and below the round length (a round's decision waits for its stops;
+    a longer stop would outlast the round); Gavel's rounds do not model it. ValueError otherwise."""
+    if not (math.isfinite(seconds) and 0 <= seconds < round_seconds):
+        raise ValueError(f"stop_latency must be >= 0 and below the round length ({round_seconds:g} s), got {seconds!r}")
+    if seconds > 0 and gavel_rounds:
+        raise ValueError("stop_latency is not modelled in Gavel's rounds; use --fixed-rounds or no stop latency")
 
 
 @dataclass

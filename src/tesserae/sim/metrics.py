@@ -88,6 +88,8 @@ def summarize(result: SimResult, *, policy: str, placement: str, profile: str, p
         "cluster_gpus": gpus,
         "round_seconds": result.config.round_seconds,
         "restart_overhead": result.config.restart_overhead if result.config.restart_cost == "fixed" else None,
+        "stop_latency": result.config.stop_latency,
+        "stop_signal_delay": result.config.stop_signal_delay,
         "event_driven": result.config.event_driven,
         "profile": profile,
         "profile_kind": "measured" if profile_measured else "model (not a measurement)",
@@ -179,6 +181,11 @@ def restart_description(summary: dict[str, Any], short: bool = False) -> str:
     quantum = summary.get("min_run_quantum") or 0
     if quantum:
         text += f", quantum {quantum:g}x" if short else f"; minimum run quantum {quantum:g} x restart cost"
+    stop = summary.get("stop_latency") or 0
+    if stop:
+        signal = summary.get("stop_signal_delay") or 0
+        text += f", stop {stop:g} s" if short else f"; a preempted or migrating job takes {stop:g} s to stop" + (
+            f", running on for the first {signal:g} s" if signal else "")
     return text
 
 

@@ -31,11 +31,15 @@ def simulate(specs: Sequence[JobSpec], cluster: Cluster, model: ThroughputModel,
         if run.gavel_rounds:
             raise InputError("--gavel-rounds and --event-driven exclude each other", field="event-driven")
         gavel_rounds = False  # an explicit --event-driven wins over the policy's default
+    if gavel_rounds and run.stop_latency > 0:
+        raise InputError(f"'{run.policy}' runs Gavel's rounds, which do not model a stop latency; add --fixed-rounds "
+                         "or leave --stop-latency at 0", field="stop-latency")
     sim = Simulator(specs, cluster, scheduler,
                     SimConfig(round_seconds=run.round_seconds, restart_overhead=run.restart_overhead,
                               event_driven=run.event_driven, gavel_rounds=gavel_rounds,
                               restart_cost=run.restart_cost, storage_gbps=run.storage_gbps,
-                              min_run_quantum=run.min_run_quantum, allow_thrashing=run.allow_thrashing),
+                              min_run_quantum=run.min_run_quantum, allow_thrashing=run.allow_thrashing,
+                              stop_latency=run.stop_latency, stop_signal_delay=run.stop_signal_delay),
                     **learning.engine_options())
     if scheduler.queues is not None and scheduler.queues.enforce:
         sim.reject(scheduler.queues.never_runs(sim.table), "over_queue_limit")
