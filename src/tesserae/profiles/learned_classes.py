@@ -10,7 +10,8 @@ under a *class key* that encodes its presented estimates, quantized:
 
 ``q_t`` is the log-rate on GPU type t relative to the job's best type, in steps of ``rate_step``
 (``x``: it cannot run there); ``a`` the log pair factor it suffers next to anyone (the pair mean
-included) and ``b`` the pressure it puts on a partner, in steps of ``pair_step``; ``s`` its log
+included) and ``b`` the pressure it puts on a partner, in steps of ``pair_step``, each one number
+when it is the same on every GPU type, else one per type joined by ``;`` (``a_1;...;a_T``); ``s`` its log
 spread factor in steps of ``spread_step``; the tags name pairs the estimator vetoed (measured slower
 than the two jobs alone: Gandiva's introspection) on one GPU type (tag mod the number of types), and
 two classes with a common tag cannot share GPUs of that type. Jobs with near-equal estimates share a key, so the
@@ -49,17 +50,24 @@ Q_MIN, Q_MAX = -200, 200
 
 class Decoded(NamedTuple):
     rates: np.ndarray  # relative rate per GPU type (0: cannot run there)
-    a: float  # log pair factor suffered (pair mean included)
-    b: float  # log pressure on a partner
+    a: np.ndarray  # log pair factor suffered per GPU type (pair mean included)
+    b: np.ndarray  # log pressure on a partner per GPU type
     spread: float  # spread factor (<= 1)
     tags: frozenset[int]  # vetoed pairs it is in
 
 
-def encode(q: np.ndarray | list[int], qa: int, qb: int, qs: int, tags: np.ndarray | list[int] = ()) -> str:
+def encode(q: np.ndarray | list[int], qa: int | np.ndarray | list[int], qb: int | np.ndarray | list[int], qs: int,
+           tags: np.ndarray | list[int] = ()) -> str:
+    """A class key: quantized rates per GPU type, sharing terms (one, or one per type), spread, veto tags."""
     rates = ",".join("x" if int(v) == UNRUNNABLE else str(int(v)) for v in q)
     named = sorted(int(t) for t in tags if int(t) >= 0)
     suffix = "|" + ".".join(map(str, named)) if named else ""
-    return f"{PREFIX}{rates}/{int(qa)},{int(qb)},{int(qs)}{suffix}"
+    return f"{PREFIX}{rates}/{_per_type(qa)},{_per_type(qb)},{int(qs)}{suffix}"
+
+
+def _per_type(q: int | np.ndarray | list[int]) -> str:
+    values = np.atleast_1d(np.asarray(q, dtype=np.int64))
+    return str(int(values[0])) if (values == values[0]).all() else ";".join(str(int(v)) for v in values)
 
 
 class ClassModel(RestartSeconds):
@@ -88,14 +96,19 @@ class ClassModel(RestartSeconds):
             raise KeyError(f"{key!r} does not have {len(self._gpu_types)} GPU types")
         rs, ps, ss = self.steps
         rates = np.array([0.0 if p == "x" else math.exp(rs * int(p)) for p in parts])
-        qa, qb, qs = (int(v) for v in rest.split(","))
+        ta, tb, ts = rest.split(",")
+        qa, qb = (np.array([int(v) for v in x.split(";")], dtype=np.float64) for x in (ta, tb))
+        if qa.size not in (1, rates.size) or qb.size not in (1, rates.size):
+            raise KeyError(f"{key!r} does not have one sharing term or one per GPU type")
+        a, b = (np.broadcast_to(ps * x, rates.shape).copy() for x in (qa, qb))
         tags = frozenset(int(v) for v in tag_text.split(".")) if tag_text else frozenset()
-        return Decoded(rates, ps * qa, ps * qb, math.exp(min(ss * qs, 0.0)), tags)
+        return Decoded(rates, a, b, math.exp(min(ss * int(ts), 0.0)), tags)
 
     def rate(self, job_type: str, num_gpus: int, gpu_type: str, consolidated: bool = True,
              partner: tuple[str, int] | None = None, strategy: str | None = None,
              partner_strategy: str | None = None) -> float:
-        """The class's relative rate; next to a partner class, times exp(a + b_partner) (within [floor, 1])."""
+        """The class's relative rate; next to a partner class, times exp(a + b_partner) on this GPU type (within
+        [floor, 1])."""
         t = self._index.get(gpu_type)
         if t is None:
             return 0.0
@@ -110,7 +123,7 @@ class ClassModel(RestartSeconds):
             if p.rates[t] <= 0.0 or (c.tags and not c.tags.isdisjoint(p.tags)
                                      and any(x % len(self._gpu_types) == t for x in c.tags & p.tags)):
                 return 0.0
-            r *= min(1.0, max(self.pair_floor, math.exp(c.a + p.b)))
+            r *= min(1.0, max(self.pair_floor, math.exp(float(c.a[t] + p.b[t]))))
         return r
 
     def pair_fits(self, a: str, b: str, gpu_type: str, num_gpus: int | None = None,
@@ -147,9 +160,11 @@ class ClassKeys:
                  spread_step: float = SPREAD_STEP, hysteresis: float = HYSTERESIS) -> None:
         self.T = num_types
         self.max_tags = max_tags
-        self.steps = np.array([rate_step] * num_types + [pair_step, pair_step, spread_step])
+        # per slot: rates per type, a per type, b per type, spread, tags
+        self.steps = np.array([rate_step] * num_types + [pair_step] * (2 * num_types) + [spread_step])
         self.hysteresis = hysteresis
-        self.width = num_types + 3 + max_tags
+        self.n = 3 * num_types + 1
+        self.width = self.n + max_tags
         self.q = np.zeros((0, self.width), dtype=np.int64)
         self.set = np.zeros(0, dtype=bool)
 
@@ -169,15 +184,18 @@ class ClassKeys:
 
     def update(self, slots: np.ndarray, x: np.ndarray, runnable: np.ndarray, a: np.ndarray, b: np.ndarray,
                spread: np.ndarray, tags: np.ndarray) -> np.ndarray:
-        """Requantize ``slots``; returns the mask of those whose key changed (or is new)."""
+        """Requantize ``slots``; returns the mask of those whose key changed (or is new). ``a`` and ``b`` are one
+        value per slot or one per slot and GPU type."""
         self._ensure(int(slots.max()) + 1 if slots.size else 0)
         xr = np.where(runnable, x, -np.inf)
         best = xr.max(axis=1, keepdims=True)
         rel = np.where(runnable, x - np.where(np.isfinite(best), best, 0.0), 0.0)
-        values = np.concatenate([rel, a[:, None], b[:, None], spread[:, None]], axis=1) / self.steps
+        k = slots.size
+        a2, b2 = (np.broadcast_to(v.reshape(k, -1), (k, self.T)) for v in (np.asarray(a), np.asarray(b)))
+        values = np.concatenate([rel, a2, b2, spread[:, None]], axis=1) / self.steps
         values = np.clip(values, Q_MIN, Q_MAX)
         old = self.q[slots]
-        n = self.T + 3
+        n = self.n
         fresh = ~self.set[slots]
         moved = np.abs(values - old[:, :n]) > 0.5 + self.hysteresis
         new = old.copy()
@@ -193,8 +211,9 @@ class ClassKeys:
         return self.key_of(self.q[slot])
 
     def key_of(self, q: np.ndarray) -> str:
-        """The key of one row of quantized values (rates per type, a, b, spread, tags)."""
-        return encode(q[: self.T], int(q[self.T]), int(q[self.T + 1]), int(q[self.T + 2]), q[self.T + 3:])
+        """The key of one row of quantized values (rates, a and b per type, spread, tags)."""
+        T = self.T
+        return encode(q[:T], q[T:2 * T], q[2 * T:3 * T], int(q[3 * T]), q[self.n:])
 
     def relative_rates(self, slot: int) -> np.ndarray:
         """The presented relative rate per type of the slot's current key (for reports)."""

@@ -31,7 +31,9 @@ class Persistence:
                          "probes": int(self.probes[s]),
                          "posterior": [*self.m[s].tolist(), *self.P[s].ravel().tolist(), float(self.a_m[s]),
                                        float(self.a_v[s]), float(self.b_m[s]), float(self.b_v[s]),
-                                       float(self.sp_m[s]), float(self.sp_v[s]), float(self._fit_w[s])]})
+                                       float(self.sp_m[s]), float(self.sp_v[s]), float(self._fit_w[s]),
+                                       *self.ta_m[s].tolist(), *self.ta_v[s].tolist(), *self.tb_m[s].tolist(),
+                                       *self.tb_v[s].tolist()]})
         pairs = [[int(self.ids[self.pj[e]]), int(self.ids[self.pp[e]]), self.gpu_types[int(self.pt[e])],
                   float(self.pc[e]), float(self.ps1[e]), float(self.ps2[e]), float(self.pstall[e])]
                  for e in np.flatnonzero(self.palive)[np.argsort(self.pstamp[self.palive], kind="stable")].tolist()]
@@ -40,9 +42,11 @@ class Persistence:
                              "rejected": dict(self.rejected)},
                 "noise": [self._ss, self._dof],
                 "fits": {"population": [*self.pop_mu.tolist(), *self.pop_sigma.ravel().tolist()],
-                         "pair": [self.pair_mu, self.pair_var],
+                         "pair": [self.pair_mu, self.pair_var, *self.pair_dmu.tolist(), *self.pair_dmu_v.tolist()],
                          "families": [[name, n, float(self._fam_w[f]), float(self._fam_a[f]),
-                                       float(self._fam_b[f]), float(self._fam_sp[f]), float(self._fam_n[f])]
+                                       float(self._fam_b[f]), float(self._fam_sp[f]), float(self._fam_n[f]),
+                                       *self._fam_ta[f].tolist(), *self._fam_tb[f].tolist(),
+                                       *self._fam_tna[f].tolist(), *self._fam_tnb[f].tolist()]
                                       for f, (name, n) in enumerate(self._family_names)]},
                 "jobs": jobs, "pairs": pairs}
 
@@ -73,8 +77,12 @@ class Persistence:
                 est.attained[s], est.explored[s] = float(j["attained"]), float(j["explored"])
                 est.probes[s] = int(j["probes"])
                 post = np.asarray(j["posterior"], dtype=np.float64)
-                if post.shape != (T + T * T + 7,) or not np.isfinite(post).all():
+                # a state saved before the per-type pair terms lacks their 4 T figures: they start at their prior
+                if post.shape not in ((T + T * T + 7,), (T + T * T + 7 + 4 * T,)) or not np.isfinite(post).all():
                     raise ValueError(f"job {j['id']}: bad posterior")
+                if post.size > T + T * T + 7:
+                    est.ta_m[s], est.ta_v[s], est.tb_m[s], est.tb_v[s] = post[T + T * T + 7:].reshape(4, T)
+                    post = post[:T + T * T + 7]
                 est.m[s], est.P[s] = post[:T], post[T:T + T * T].reshape(T, T)
                 est.fitted[s] = bool(est.cnt[s].any() or est.spc[s].any())
                 (est.a_m[s], est.a_v[s], est.b_m[s], est.b_v[s], est.sp_m[s], est.sp_v[s],
@@ -92,17 +100,21 @@ class Persistence:
             fits = state["fits"]
             pop = np.asarray(fits["population"], dtype=np.float64)
             pair = np.asarray(fits["pair"], dtype=np.float64)
-            if pop.shape != (T + T * T,) or pair.shape != (2,) or not (np.isfinite(pop).all() and
-                                                                       np.isfinite(pair).all()):
+            if pop.shape != (T + T * T,) or pair.shape not in ((2,), (2 + 2 * T,)) or not (
+                    np.isfinite(pop).all() and np.isfinite(pair).all()):
                 raise ValueError("bad population fits")
             est.pop_mu, est.pop_sigma = pop[:T], pop[T:].reshape(T, T)
             est.pair_mu, est.pair_var = float(pair[0]), float(pair[1])
+            if pair.size > 2:
+                est.pair_dmu, est.pair_dmu_v = pair[2:2 + T].copy(), pair[2 + T:].copy()
             for name, n, *values in fits["families"]:
                 f = est._families.get((str(name), int(n)))
                 v = np.asarray(values, dtype=np.float64)
-                if f is None or v.shape != (5,) or not np.isfinite(v).all():
+                if f is None or v.shape not in ((5,), (5 + 4 * T,)) or not np.isfinite(v).all():
                     raise ValueError(f"family {name!r}: bad fits")
-                est._fam_w[f], est._fam_a[f], est._fam_b[f], est._fam_sp[f], est._fam_n[f] = v
+                est._fam_w[f], est._fam_a[f], est._fam_b[f], est._fam_sp[f], est._fam_n[f] = v[:5]
+                if v.size > 5:
+                    est._fam_ta[f], est._fam_tb[f], est._fam_tna[f], est._fam_tnb[f] = v[5:].reshape(4, T)
             est.tau2 = est._noise()
             est._fit_families(est.tau2)  # the family means, exactly as before: from the members' data
         except (KeyError, TypeError, IndexError) as exc:
