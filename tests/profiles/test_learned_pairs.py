@@ -107,6 +107,10 @@ def test_keys_carry_per_type_sharing_terms_and_stay_short_when_uniform() -> None
     assert model.rate(key, 1, "v100", partner=(other, 1)) == pytest.approx(math.exp(-0.1))
     with pytest.raises(KeyError):
         model.rate(encode([0, 0], [1, 2, 3], 0, 0), 1, "k80")
+    keys = ClassKeys(2)
+    none = np.zeros(0, dtype=np.int64)
+    assert keys.update(none, np.zeros((0, 2)), np.zeros((0, 2), bool), np.zeros((0, 2)), np.zeros((0, 2)), np.zeros(0),
+                       np.zeros((0, 4), dtype=np.int64)).size == 0
 
 
 def test_a_state_saved_before_per_type_terms_still_loads() -> None:
