@@ -191,7 +191,8 @@ class ClassKeys:
         best = xr.max(axis=1, keepdims=True)
         rel = np.where(runnable, x - np.where(np.isfinite(best), best, 0.0), 0.0)
         k = slots.size
-        a2, b2 = (np.broadcast_to(v if v.ndim == 2 else v[:, None], (k, self.T)) for v in (np.asarray(a), np.asarray(b)))
+        a2, b2 = (np.broadcast_to(v if v.ndim == 2 else v[:, None], (k, self.T))
+                  for v in (np.asarray(a), np.asarray(b)))
         values = np.concatenate([rel, a2, b2, spread[:, None]], axis=1) / self.steps
         values = np.clip(values, Q_MIN, Q_MAX)
         old = self.q[slots]
