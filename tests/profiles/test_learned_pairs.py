@@ -74,7 +74,7 @@ def test_a_new_pair_of_two_families_takes_their_per_type_factors() -> None:
     assert k80.rate / est.estimate(14, "k80").rate < 0.7
     assert v100.rate / est.estimate(14, "v100").rate > 0.85
     assert shown_factor(est, 14, 24, "k80") < 0.7
-    assert shown_factor(est, 14, 24, "v100") > 0.85
+    assert shown_factor(est, 14, 24, "v100") > 0.8
 
 
 def test_a_pair_measured_on_one_type_informs_the_other_shrunk_by_its_count() -> None:

@@ -49,7 +49,7 @@ from tesserae.profiles.default_model import DEFAULT_SHARE_FACTOR, DefaultModel
 from tesserae.profiles.learned_config import GENERIC, MAX_TAGS, REJECTIONS, STATE_FORMAT, Estimate, LearnedConfig
 from tesserae.profiles.learned_fitting import Fitting
 from tesserae.profiles.learned_observing import Observing
-from tesserae.profiles.learned_pairs import TYPE_PAIR_SD, Pairs
+from tesserae.profiles.learned_pairs import TYPE_PAIR_SD, Pairs, latent_start
 from tesserae.profiles.learned_state import Persistence
 
 __all__ = ["GENERIC", "MAX_TAGS", "REJECTIONS", "STATE_FORMAT", "Estimate", "LearnedConfig", "RateEstimator"]
@@ -106,6 +106,8 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         self._fam_n = np.zeros(0)
         self._fam_ta, self._fam_tb = np.zeros((0, T)), np.zeros((0, T))  # members' per-type pair terms, summed
         self._fam_tna, self._fam_tnb = np.zeros((0, T)), np.zeros((0, T))  # ... over members measured there
+        r = self.config.pair_rank
+        self._fam_u, self._fam_v = np.zeros((0, T, r)), np.zeros((0, T, r))  # latent sharing vectors per type
         self._fit_w = np.zeros(self._cap)
         self.refreshes = 0
         self._dirty = True
@@ -304,6 +306,9 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(add)]))
         for name in ("_fam_ta", "_fam_tb", "_fam_tna", "_fam_tnb"):
             setattr(self, name, np.vstack([getattr(self, name), np.zeros((add, self.T))]))
+        r, old = self.config.pair_rank, self._fam_u.shape[0]
+        self._fam_u = np.concatenate([self._fam_u, latent_start(add, self.T, r, old)])
+        self._fam_v = np.concatenate([self._fam_v, latent_start(add, self.T, r, old + 7919)])
 
     def _touch(self, s: int) -> None:
         self._stamp += 1
@@ -454,43 +459,19 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         alone_first = self.shared[slots] & ~(cnt > 0).any(axis=1)
         floor = 2.0 * math.log(cfg.pair_floor)
         # per GPU type (``learned_pairs``): the type's mean, the job's cross-type and per-type terms
-        a = np.where(alone_first[:, None], floor, (self.a_m[slots] + self.pair_mu + pb)[:, None] + self.pair_dmu
-                     + self.ta_m[slots])
-        b = np.where(alone_first[:, None], floor, (self.b_m[slots] + pb)[:, None] + self.tb_m[slots])
+        ta, tb, dmu = self.shown_per_type(slots)
+        a = np.where(alone_first[:, None], floor, (self.a_m[slots] + self.pair_mu + pb)[:, None] + dmu + ta)
+        b = np.where(alone_first[:, None], floor, (self.b_m[slots] + pb)[:, None] + tb)
+        if self.config.pair_rank:  # and the family's latent vectors per type (``learned_pairs``): (S, T, 1 + rank)
+            fam = self.fam[slots]
+            known = ((fam >= 0) & ~alone_first)[:, None, None]
+            u, v = (np.where(known, x[np.maximum(fam, 0)], 0.0) if x.shape[0] else
+                    np.zeros((slots.size, self.T, self.config.pair_rank)) for x in (self._fam_u, self._fam_v))
+            a = np.concatenate([a[:, :, None], u], axis=2)
+            b = np.concatenate([b[:, :, None], v], axis=2)
         return {"x": m + bonus, "mean": m, "bonus": bonus > 0, "a": a, "b": b, "pair_bonus": pair_explore,
                 "alone_first": alone_first, "spread": self.sp_m[slots],
                 "runnable": self.runnable[slots].copy(), "tags": self.tags(slots)}
-
-    def describe(self, job_id: int) -> dict[str, Any]:
-        """Everything known about one job, JSON-safe: per GPU type its rate, sd, measured or prior, and
-        its measured partners (what ``tesserae show`` and the dashboard display)."""
-        s = self._slot[int(job_id)]
-        per_type = {}
-        for g, t in self.type_index.items():
-            e = self.estimate(job_id, g)
-            per_type[g] = {"rate": e.rate, "sd": e.sd, "measured": e.measured, "source": e.source,
-                           "observations": int(self.cnt[s, t])}
-        partners = []
-        for e in self._entries(s, self._partners.get(s), self.pj):
-            p = int(self.pp[e])
-            alone = float(self.m[s, self.pt[e]])
-            partners.append({"partner": int(self.ids[p]), "gpu_type": self.gpu_types[int(self.pt[e])],
-                             "observations": int(self.pc[e]),
-                             "factor": math.exp(min(float(self.ps1[e] / self.pc[e]) - alone, 0.0))})
-        return {"job_id": int(job_id), "num_gpus": int(self.n[s]), "declared_type": self.declared[s],
-                "gpu_types": per_type, "partners": partners,
-                "sharing": {"sensitivity": float(self.a_m[s]), "pressure": float(self.b_m[s]),
-                            "per_gpu_type": {g: {"sensitivity": float(self.a_m[s] + self.ta_m[s, t]),
-                                                 "pressure": float(self.b_m[s] + self.tb_m[s, t])}
-                                             for g, t in self.type_index.items()}},
-                "spread_factor": math.exp(float(self.sp_m[s])),
-                "explored_gpu_seconds": float(self.explored[s]), "gpu_seconds": float(self.attained[s])}
-
-    def counters(self) -> dict[str, Any]:
-        return {"observations": self.accepted, "rejected": dict(sorted(self.rejected.items())),
-                "rejected_total": int(sum(self.rejected.values())), "stalls": self.stalls,
-                "ignored": self.ignored, "noise_sd": math.sqrt(self.tau2), "pair_factor_mean": math.exp(self.pair_mu),
-                "families": len(self._family_names), "jobs": int(self.alive.sum()), "vetoed_pairs": self.vetoes}
 
 def _safe_rate(model: ThroughputModel, job_type: str, n: int, gpu_type: str, consolidated: bool = True) -> float:
     try:

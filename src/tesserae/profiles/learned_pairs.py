@@ -39,8 +39,27 @@ from tesserae.profiles.learned_config import MAX_TAGS
 #: factor around the population's.
 TYPE_PAIR_SD = 0.25
 TYPE_MEAN_SD = 0.3
+#: Sd of what the job terms cannot explain about one pair on one type, as the per-type terms and the latent
+#: vectors are fitted: on Gavel's table most of a pair factor's departure from the additive terms is particular
+#: to the pair (sd 0.56 left by per-type additive terms), so one pair moves a job's per-type terms only so far.
+TYPE_RESIDUAL_SD = 0.4
+#: How many of its sds a per-type term is moved toward 0 before the scheduler sees it (``shown_per_type``).
+SHOWN_SDS = 0.0
+LCB_SDS = 0.0
 #: Of the pair residual's variance (``PAIR_RESIDUAL_SD``), the share common to the pair's GPU types.
 CROSS_RESIDUAL_SHARE = 0.25
+#: Prior sd of each coordinate of a family's latent sharing vectors (``pair_rank`` > 0), their start (a
+#: fixed small pattern: alternating least squares needs one away from 0), and the largest residual (log)
+#: one pair entry contributes to their fit (an out-of-memory stall is far below anything else).
+LATENT_SD, LATENT_START, LATENT_CLIP = 0.5, 0.05, 2.0
+
+
+def latent_start(n: int, t: int, r: int, offset: int = 0) -> np.ndarray:
+    """The latent vectors' start for families offset..offset+n-1: a fixed pattern, the same on every machine."""
+    f = np.arange(offset, offset + n)[:, None, None]
+    u = np.arange(t)[None, :, None]
+    k = np.arange(r)[None, None, :]
+    return LATENT_START * np.cos(1.0 + 2.3 * f + 0.7 * u + 1.9 * k)
 
 
 class Pairs:
@@ -83,10 +102,62 @@ class Pairs:
         """The modelled log pair factor of entries (job, partner, type) and its variance (the pair residual
         not included)."""
         mean = (self.pair_mu + self.pair_dmu[pt] + self.a_m[pj] + self.ta_m[pj, pt] + self.b_m[pp]
-                + self.tb_m[pp, pt])
+                + self.tb_m[pp, pt] + self._latent(pj, pp, pt))
         var = (self.pair_var + self.pair_dmu_v[pt] + self.a_v[pj] + self.ta_v[pj, pt] + self.b_v[pp]
                + self.tb_v[pp, pt])
         return mean, var
+
+    def shown_per_type(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The per-type terms the scheduler sees: each moved toward the cross-type factor by ``SHOWN_SDS`` of
+        its sd (a departure the measurements do not establish is not shown)."""
+        z = SHOWN_SDS
+
+        def shrink(m: np.ndarray, v: np.ndarray) -> np.ndarray:
+            return np.sign(m) * np.maximum(np.abs(m) - z * np.sqrt(v), 0.0) if z > 0 else m
+
+        ta, tb = shrink(self.ta_m[slots], self.ta_v[slots]), shrink(self.tb_m[slots], self.tb_v[slots])
+        if LCB_SDS > 0:
+            ta = ta - LCB_SDS * np.sqrt(self.a_v[slots][:, None] + self.ta_v[slots])
+            tb = tb - LCB_SDS * np.sqrt(self.b_v[slots][:, None] + self.tb_v[slots])
+        return ta, tb, shrink(self.pair_dmu, self.pair_dmu_v)
+
+    def _latent(self, pj: np.ndarray, pp: np.ndarray, pt: np.ndarray) -> np.ndarray:
+        """The families' latent part of entries' log factors: u(job's family, type) . v(partner's family, type)
+        (0 where either job has no family or ``pair_rank`` is 0)."""
+        out = np.zeros(np.shape(pj))
+        if self._fam_u.shape[2] == 0 or self._fam_u.shape[0] == 0:
+            return out
+        fj, fp = self.fam[pj], self.fam[pp]
+        ok = (fj >= 0) & (fp >= 0)
+        if np.any(ok):
+            out[ok] = (self._fam_u[fj[ok], pt[ok]] * self._fam_v[fp[ok], pt[ok]]).sum(axis=-1)
+        return out
+
+    def _fit_latent(self, pj: np.ndarray, pp: np.ndarray, pt: np.ndarray, resid: np.ndarray, w: np.ndarray) -> None:
+        """One alternating least-squares step of the families' latent vectors on what the other terms leave
+        of the entries' log factors (matrix completion over families, type by type, as Gavel's estimator does
+        over its reference jobs): cells (job's family, partner's family, type) weigh their entries, each
+        family's u on a type is refitted against its partners' v there, then the v against the new u."""
+        F, T, r = self._fam_u.shape
+        fj, fp = self.fam[pj], self.fam[pp]
+        ok = (fj >= 0) & (fp >= 0)
+        if r == 0 or F == 0 or not ok.any():
+            return
+        fj, fp, t = fj[ok], fp[ok], pt[ok]
+        cell = (fj * F + fp) * T + t
+        cells, where = np.unique(cell, return_inverse=True)
+        W = np.bincount(where, weights=w[ok])
+        R = np.bincount(where, weights=w[ok] * np.clip(resid[ok], -LATENT_CLIP, LATENT_CLIP)) / W
+        cj, cp, ct = cells // T // F, cells // T % F, cells % T
+        lam = np.eye(r) / LATENT_SD**2
+        for mine, theirs, own, other in ((cj, cp, self._fam_u, self._fam_v), (cp, cj, self._fam_v, self._fam_u)):
+            x = other[theirs, ct]  # (cells, r)
+            at = mine * T + ct
+            A = np.tile(lam, (F * T, 1, 1))
+            np.add.at(A, at, W[:, None, None] * x[:, :, None] * x[:, None, :])
+            b = np.zeros((F * T, r))
+            np.add.at(b, at, (W * R)[:, None] * x)
+            own[:] = np.linalg.solve(A, b[:, :, None])[:, :, 0].reshape(F, T, r)
 
     def _fit_pairs(self, upd: np.ndarray, pj: np.ndarray, pp: np.ndarray, pt: np.ndarray, base: np.ndarray,
                    noise: np.ndarray, stalled: np.ndarray) -> None:
@@ -95,6 +166,8 @@ class Pairs:
         estimate): the population's mean, the per-type means, then each job's cross-type and per-type
         sensitivity, then each partner's pressure (see module docstring)."""
         T, k = self.T, upd.size
+        observed = base
+        base = base - self._latent(pj, pp, pt)  # the additive terms fit what the families' latent part leaves
         pos = np.full(self._cap, -1, dtype=np.int64)
         pos[upd] = np.arange(k)
         qj, qp = pos[pj], pos[pp]
@@ -116,7 +189,7 @@ class Pairs:
         # The per-type terms are fitted with the other terms at their means (their spread is in the priors, not
         # added to the noise as for the cross-type ones): a type's own measurements must be able to outweigh
         # the cross-type factor, or a pair fast on one type and harmful on another would average out.
-        w = np.where(stalled, 0.0, 1.0 / (res2 + noise))
+        w = np.where(stalled, 0.0, 1.0 / (TYPE_RESIDUAL_SD**2 + noise))
         dm, dv = fit.scalar_posterior(np.zeros(T), TYPE_MEAN_SD**2, np.bincount(pt, weights=w, minlength=T),
                                       np.bincount(pt, weights=w * (base - pair_mu - A - B), minlength=T))
         self.pair_dmu, self.pair_dmu_v = np.clip(dm, -lim, lim), dv
@@ -131,7 +204,7 @@ class Pairs:
             num = np.bincount(q[sel], weights=(w * (base - mean - o - t_m[idx, pt]))[sel], minlength=k)
             mm, vv = fit.scalar_posterior(m0, ab_var, prec, num)
             m[upd], v[upd] = np.clip(mm, -lim, lim), vv
-            w = 1.0 / (res2 + noise)
+            w = 1.0 / (TYPE_RESIDUAL_SD**2 + noise)
             flat = q[sel] * T + pt[sel]
             prec = np.bincount(flat, weights=w[sel], minlength=k * T).reshape(k, T)
             num = np.bincount(flat, weights=(w * (base - mean - o - m[idx]))[sel], minlength=k * T).reshape(k, T)
@@ -141,6 +214,8 @@ class Pairs:
         side(qj, mine, pj, a_m, a_v, a0, ta_m, ta_v, ta0, ta_var, B, Bv)
         A, Av = a_m[pj] + ta_m[pj, pt], a_v[pj] + ta_v[pj, pt]
         side(qp, theirs, pp, b_m, b_v, b0, tb_m, tb_v, tb0, tb_var, A, Av)
+        B = b_m[pp] + tb_m[pp, pt]
+        self._fit_latent(pj, pp, pt, observed - mean - A - B, 1.0 / (TYPE_RESIDUAL_SD**2 + noise))
 
     def pair_log_factor(self, s: int, p: int, t: int) -> tuple[float, float, bool]:
         """Log factor of slot ``s`` next to slot ``p`` on type ``t``: (mean, variance, measured on t). The

@@ -1,5 +1,6 @@
-"""The learned estimator's state as a bounded JSON-safe document, and back (``to_state``/``from_state``).
-A mixin of :class:`~tesserae.profiles.learned.RateEstimator`.
+"""The learned estimator's state as a bounded JSON-safe document, and back (``to_state``/``from_state``), and
+what it shows of one job and of itself (``describe``, ``counters``). A mixin of
+:class:`~tesserae.profiles.learned.RateEstimator`.
 """
 
 from __future__ import annotations
@@ -15,7 +16,38 @@ from tesserae.profiles.learned_config import STATE_FORMAT, LearnedConfig
 
 
 class Persistence:
-    """Save and restore an estimator (see module docstring)."""
+    """Save, restore and show an estimator (see module docstring)."""
+
+    def describe(self, job_id: int) -> dict[str, Any]:
+        """Everything known about one job, JSON-safe: per GPU type its rate, sd, measured or prior, and
+        its measured partners (what ``tesserae show`` and the dashboard display)."""
+        s = self._slot[int(job_id)]
+        per_type = {}
+        for g, t in self.type_index.items():
+            e = self.estimate(job_id, g)
+            per_type[g] = {"rate": e.rate, "sd": e.sd, "measured": e.measured, "source": e.source,
+                           "observations": int(self.cnt[s, t])}
+        partners = []
+        for e in self._entries(s, self._partners.get(s), self.pj):
+            p = int(self.pp[e])
+            alone = float(self.m[s, self.pt[e]])
+            partners.append({"partner": int(self.ids[p]), "gpu_type": self.gpu_types[int(self.pt[e])],
+                             "observations": int(self.pc[e]),
+                             "factor": math.exp(min(float(self.ps1[e] / self.pc[e]) - alone, 0.0))})
+        return {"job_id": int(job_id), "num_gpus": int(self.n[s]), "declared_type": self.declared[s],
+                "gpu_types": per_type, "partners": partners,
+                "sharing": {"sensitivity": float(self.a_m[s]), "pressure": float(self.b_m[s]),
+                            "per_gpu_type": {g: {"sensitivity": float(self.a_m[s] + self.ta_m[s, t]),
+                                                 "pressure": float(self.b_m[s] + self.tb_m[s, t])}
+                                             for g, t in self.type_index.items()}},
+                "spread_factor": math.exp(float(self.sp_m[s])),
+                "explored_gpu_seconds": float(self.explored[s]), "gpu_seconds": float(self.attained[s])}
+
+    def counters(self) -> dict[str, Any]:
+        return {"observations": self.accepted, "rejected": dict(sorted(self.rejected.items())),
+                "rejected_total": int(sum(self.rejected.values())), "stalls": self.stalls,
+                "ignored": self.ignored, "noise_sd": math.sqrt(self.tau2), "pair_factor_mean": math.exp(self.pair_mu),
+                "families": len(self._family_names), "jobs": int(self.alive.sum()), "vetoed_pairs": self.vetoes}
 
     def to_state(self) -> dict[str, Any]:
         """Everything learned, JSON-safe and bounded (see module docstring); posteriors are refitted on load."""
