@@ -49,12 +49,11 @@ from tesserae.profiles.default_model import DEFAULT_SHARE_FACTOR, DefaultModel
 from tesserae.profiles.learned_config import GENERIC, MAX_TAGS, REJECTIONS, STATE_FORMAT, Estimate, LearnedConfig
 from tesserae.profiles.learned_fitting import Fitting
 from tesserae.profiles.learned_observing import Observing
-from tesserae.profiles.learned_pairs import TYPE_PAIR_SD, Pairs, latent_start
 from tesserae.profiles.learned_state import Persistence
 
 __all__ = ["GENERIC", "MAX_TAGS", "REJECTIONS", "STATE_FORMAT", "Estimate", "LearnedConfig", "RateEstimator"]
 
-class RateEstimator(Observing, Fitting, Pairs, Persistence):
+class RateEstimator(Observing, Fitting, Persistence):
     """Per-job rate estimates learned from progress (see module docstring)."""
 
     def __init__(self, gpu_types: Sequence[str], prior_model: ThroughputModel | None = None,
@@ -91,7 +90,6 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         self.pop_sigma = self.sigma0.copy()
         self.pair_mu0 = math.log(share)
         self.pair_mu, self.pair_var = self.pair_mu0, fit.PAIR_MEAN_SD**2
-        self.pair_dmu, self.pair_dmu_v = np.zeros(T), np.zeros(T)  # each GPU type's departure (``learned_pairs``)
         self.tau2 = self.config.noise**2
         #: Within a family: a job's log-rates around the family's mean (see ``_learned_fit``).
         self.within = fit.prior_covariance(T, fit.WITHIN_SCALE_SD, fit.WITHIN_SHAPE_SD)
@@ -104,10 +102,6 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         self._fam_b = np.zeros(0)
         self._fam_sp = np.zeros(0)
         self._fam_n = np.zeros(0)
-        self._fam_ta, self._fam_tb = np.zeros((0, T)), np.zeros((0, T))  # members' per-type pair terms, summed
-        self._fam_tna, self._fam_tnb = np.zeros((0, T)), np.zeros((0, T))  # ... over members measured there
-        r = self.config.pair_rank
-        self._fam_u, self._fam_v = np.zeros((0, T, r)), np.zeros((0, T, r))  # latent sharing vectors per type
         self._fit_w = np.zeros(self._cap)
         self.refreshes = 0
         self._dirty = True
@@ -156,12 +150,6 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         grow("a_v", (), fit.PAIR_SD**2, np.float64)
         grow("b_m", (), 0.0, np.float64)
         grow("b_v", (), fit.PAIR_SD**2, np.float64)
-        grow("ta_m", (T,), 0.0, np.float64)  # per-type sensitivity and pressure around a and b (``learned_pairs``)
-        grow("ta_v", (T,), TYPE_PAIR_SD**2, np.float64)
-        grow("tb_m", (T,), 0.0, np.float64)
-        grow("tb_v", (T,), TYPE_PAIR_SD**2, np.float64)
-        grow("_ta_w", (T,), 0.0, np.float64)  # measured next to a partner on the type (as the job, the partner)
-        grow("_tb_w", (T,), 0.0, np.float64)
         grow("sp_prior", (), 0.0, np.float64)
         grow("sp_m", (), 0.0, np.float64)
         grow("sp_v", (), fit.SPREAD_SD**2, np.float64)
@@ -280,7 +268,7 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
 
     def _reset_slots(self, slots: np.ndarray) -> None:
         for name in ("cnt", "s1", "s2", "spc", "sps", "m", "P", "attained", "explored", "a_m", "b_m", "_fit_w",
-                     "_info", "_infoy", "ta_m", "tb_m", "_ta_w", "_tb_w"):
+                     "_info", "_infoy"):
             getattr(self, name)[slots] = 0.0
         self.finished[slots] = False
         self.fitted[slots] = False
@@ -289,7 +277,6 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         self.probes[slots] = 0
         self.shared[slots] = False
         self.a_v[slots] = self.b_v[slots] = fit.PAIR_SD**2
-        self.ta_v[slots] = self.tb_v[slots] = TYPE_PAIR_SD**2
         self.sp_v[slots] = fit.SPREAD_SD**2
 
     def _grow_families(self) -> None:
@@ -304,11 +291,6 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         self._fam_eta = np.vstack([self._fam_eta, np.tile(p_inv @ self.pop_mu, (add, 1))])
         for name in ("_fam_w", "_fam_a", "_fam_b", "_fam_sp", "_fam_n"):
             setattr(self, name, np.concatenate([getattr(self, name), np.zeros(add)]))
-        for name in ("_fam_ta", "_fam_tb", "_fam_tna", "_fam_tnb"):
-            setattr(self, name, np.vstack([getattr(self, name), np.zeros((add, self.T))]))
-        r, old = self.config.pair_rank, self._fam_u.shape[0]
-        self._fam_u = np.concatenate([self._fam_u, latent_start(add, self.T, r, old)])
-        self._fam_v = np.concatenate([self._fam_v, latent_start(add, self.T, r, old + 7919)])
 
     def _touch(self, s: int) -> None:
         self._stamp += 1
@@ -403,8 +385,16 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         var = float(self.P[s, t, t])
         measured = bool(self.cnt[s, t] > 0)
         if partner is not None:
-            # the pair's own figures on this type, its other types as their prior, the model's terms as theirs
-            lf, lf_var, measured = self.pair_log_factor(s, self._slot[int(partner)], t)
+            p = self._slot[int(partner)]
+            lf = self.pair_mu + float(self.a_m[s] + self.b_m[p])
+            lf_var = float(self.a_v[s] + self.b_v[p]) + self.pair_var + fit.PAIR_RESIDUAL_SD**2
+            e = self._pair_of.get((s, p, t))
+            measured = e is not None
+            if e is not None:  # this very pair was measured: its own figures, weighed against the model's
+                seen = float(self.ps1[e] / self.pc[e]) - log_r
+                seen_var = self.tau2 / float(self.pc[e]) + var
+                lf = (lf / lf_var + seen / seen_var) / (1.0 / lf_var + 1.0 / seen_var)
+                lf_var = 1.0 / (1.0 / lf_var + 1.0 / seen_var)
             log_r += min(max(lf, math.log(self.config.pair_floor)), 0.0)
             var += lf_var
         elif not consolidated:
@@ -426,7 +416,7 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
 
     def presented(self, slots: np.ndarray) -> dict[str, np.ndarray]:
         """What a scheduler should see for these slots: log-rates per type with the exploration bonus,
-        sharing sensitivity and pressure per GPU type (pair mean included in ``a``), log spread factor, runnable mask,
+        sharing sensitivity and pressure (pair mean included in ``a``), log spread factor, runnable mask,
         which types carry a bonus, and the means without it."""
         cfg = self.config
         m = self.m[slots]
@@ -458,20 +448,39 @@ class RateEstimator(Observing, Fitting, Pairs, Persistence):
         # needs one, ``_veto``): it is shown as unable to share until one alone run has measured it.
         alone_first = self.shared[slots] & ~(cnt > 0).any(axis=1)
         floor = 2.0 * math.log(cfg.pair_floor)
-        # per GPU type (``learned_pairs``): the type's mean, the job's cross-type and per-type terms
-        ta, tb, dmu = self.shown_per_type(slots)
-        a = np.where(alone_first[:, None], floor, (self.a_m[slots] + self.pair_mu + pb)[:, None] + dmu + ta)
-        b = np.where(alone_first[:, None], floor, (self.b_m[slots] + pb)[:, None] + tb)
-        if self.config.pair_rank:  # and the family's latent vectors per type (``learned_pairs``): (S, T, 1 + rank)
-            fam = self.fam[slots]
-            known = ((fam >= 0) & ~alone_first)[:, None, None]
-            u, v = (np.where(known, x[np.maximum(fam, 0)], 0.0) if x.shape[0] else
-                    np.zeros((slots.size, self.T, self.config.pair_rank)) for x in (self._fam_u, self._fam_v))
-            a = np.concatenate([a[:, :, None], u], axis=2)
-            b = np.concatenate([b[:, :, None], v], axis=2)
+        a = np.where(alone_first, floor, self.a_m[slots] + self.pair_mu + pb)
+        b = np.where(alone_first, floor, self.b_m[slots] + pb)
         return {"x": m + bonus, "mean": m, "bonus": bonus > 0, "a": a, "b": b, "pair_bonus": pair_explore,
                 "alone_first": alone_first, "spread": self.sp_m[slots],
                 "runnable": self.runnable[slots].copy(), "tags": self.tags(slots)}
+
+    def describe(self, job_id: int) -> dict[str, Any]:
+        """Everything known about one job, JSON-safe: per GPU type its rate, sd, measured or prior, and
+        its measured partners (what ``tesserae show`` and the dashboard display)."""
+        s = self._slot[int(job_id)]
+        per_type = {}
+        for g, t in self.type_index.items():
+            e = self.estimate(job_id, g)
+            per_type[g] = {"rate": e.rate, "sd": e.sd, "measured": e.measured, "source": e.source,
+                           "observations": int(self.cnt[s, t])}
+        partners = []
+        for e in self._entries(s, self._partners.get(s), self.pj):
+            p = int(self.pp[e])
+            alone = float(self.m[s, self.pt[e]])
+            partners.append({"partner": int(self.ids[p]), "gpu_type": self.gpu_types[int(self.pt[e])],
+                             "observations": int(self.pc[e]),
+                             "factor": math.exp(min(float(self.ps1[e] / self.pc[e]) - alone, 0.0))})
+        return {"job_id": int(job_id), "num_gpus": int(self.n[s]), "declared_type": self.declared[s],
+                "gpu_types": per_type, "partners": partners,
+                "sharing": {"sensitivity": float(self.a_m[s]), "pressure": float(self.b_m[s])},
+                "spread_factor": math.exp(float(self.sp_m[s])),
+                "explored_gpu_seconds": float(self.explored[s]), "gpu_seconds": float(self.attained[s])}
+
+    def counters(self) -> dict[str, Any]:
+        return {"observations": self.accepted, "rejected": dict(sorted(self.rejected.items())),
+                "rejected_total": int(sum(self.rejected.values())), "stalls": self.stalls,
+                "ignored": self.ignored, "noise_sd": math.sqrt(self.tau2), "pair_factor_mean": math.exp(self.pair_mu),
+                "families": len(self._family_names), "jobs": int(self.alive.sum()), "vetoed_pairs": self.vetoes}
 
 def _safe_rate(model: ThroughputModel, job_type: str, n: int, gpu_type: str, consolidated: bool = True) -> float:
     try:

@@ -10,10 +10,7 @@ under a *class key* that encodes its presented estimates, quantized:
 
 ``q_t`` is the log-rate on GPU type t relative to the job's best type, in steps of ``rate_step``
 (``x``: it cannot run there); ``a`` the log pair factor it suffers next to anyone (the pair mean
-included) and ``b`` the pressure it puts on a partner, in steps of ``pair_step``, each one number
-when it is the same on every GPU type, else one per type joined by ``;`` (``a_1;...;a_T``); with
-latent sharing vectors (``pair_rank``), each type's entry is ``a:u_1:...:u_r`` (``b:v_1:...:v_r``),
-and the log factor of a next to b is a + b + u . v on that type; ``s`` its log
+included) and ``b`` the pressure it puts on a partner, in steps of ``pair_step``; ``s`` its log
 spread factor in steps of ``spread_step``; the tags name pairs the estimator vetoed (measured slower
 than the two jobs alone: Gandiva's introspection) on one GPU type (tag mod the number of types), and
 two classes with a common tag cannot share GPUs of that type. Jobs with near-equal estimates share a key, so the
@@ -52,29 +49,17 @@ Q_MIN, Q_MAX = -200, 200
 
 class Decoded(NamedTuple):
     rates: np.ndarray  # relative rate per GPU type (0: cannot run there)
-    a: np.ndarray  # log pair factor suffered per GPU type (pair mean included)
-    b: np.ndarray  # log pressure on a partner per GPU type
+    a: float  # log pair factor suffered (pair mean included)
+    b: float  # log pressure on a partner
     spread: float  # spread factor (<= 1)
     tags: frozenset[int]  # vetoed pairs it is in
 
 
-def encode(q: np.ndarray | list[int], qa: int | np.ndarray | list[int], qb: int | np.ndarray | list[int], qs: int,
-           tags: np.ndarray | list[int] = ()) -> str:
-    """A class key: quantized rates per GPU type, sharing terms (one, one per type, or per type a term and a
-    latent vector: shape (T, 1 + rank)), spread, veto tags."""
+def encode(q: np.ndarray | list[int], qa: int, qb: int, qs: int, tags: np.ndarray | list[int] = ()) -> str:
     rates = ",".join("x" if int(v) == UNRUNNABLE else str(int(v)) for v in q)
     named = sorted(int(t) for t in tags if int(t) >= 0)
     suffix = "|" + ".".join(map(str, named)) if named else ""
-    return f"{PREFIX}{rates}/{_per_type(qa)},{_per_type(qb)},{int(qs)}{suffix}"
-
-
-def _per_type(q: int | np.ndarray | list[int]) -> str:
-    values = np.asarray(q, dtype=np.int64)
-    values = values.reshape(-1, 1) if values.ndim < 2 else values
-    if not values[:, 1:].any():
-        values = values[:, :1]
-    entries = [":".join(str(int(v)) for v in row) for row in values]
-    return entries[0] if all(e == entries[0] for e in entries) else ";".join(entries)
+    return f"{PREFIX}{rates}/{int(qa)},{int(qb)},{int(qs)}{suffix}"
 
 
 class ClassModel(RestartSeconds):
@@ -101,26 +86,16 @@ class ClassModel(RestartSeconds):
         parts = rates_text.split(",")
         if len(parts) != len(self._gpu_types):
             raise KeyError(f"{key!r} does not have {len(self._gpu_types)} GPU types")
-        rs, _, ss = self.steps
+        rs, ps, ss = self.steps
         rates = np.array([0.0 if p == "x" else math.exp(rs * int(p)) for p in parts])
-        ta, tb, ts = rest.split(",")
-        a, b = (self._sharing(key, x, rates.size) for x in (ta, tb))
+        qa, qb, qs = (int(v) for v in rest.split(","))
         tags = frozenset(int(v) for v in tag_text.split(".")) if tag_text else frozenset()
-        return Decoded(rates, a, b, math.exp(min(ss * int(ts), 0.0)), tags)
-
-    def _sharing(self, key: str, text: str, t: int) -> np.ndarray:
-        """One side's sharing terms as (T, 1 + rank): the term and the latent vector per GPU type."""
-        rows = [[int(v) for v in entry.split(":")] for entry in text.split(";")]
-        width = max(len(r) for r in rows)
-        if len(rows) not in (1, t) or any(len(r) != width for r in rows):
-            raise KeyError(f"{key!r} does not have one sharing term or one per GPU type")
-        return np.broadcast_to(self.steps[1] * np.array(rows, dtype=np.float64), (t, width)).copy()
+        return Decoded(rates, ps * qa, ps * qb, math.exp(min(ss * qs, 0.0)), tags)
 
     def rate(self, job_type: str, num_gpus: int, gpu_type: str, consolidated: bool = True,
              partner: tuple[str, int] | None = None, strategy: str | None = None,
              partner_strategy: str | None = None) -> float:
-        """The class's relative rate; next to a partner class, times exp(a + b_partner) on this GPU type (within
-        [floor, 1])."""
+        """The class's relative rate; next to a partner class, times exp(a + b_partner) (within [floor, 1])."""
         t = self._index.get(gpu_type)
         if t is None:
             return 0.0
@@ -135,8 +110,7 @@ class ClassModel(RestartSeconds):
             if p.rates[t] <= 0.0 or (c.tags and not c.tags.isdisjoint(p.tags)
                                      and any(x % len(self._gpu_types) == t for x in c.tags & p.tags)):
                 return 0.0
-            n = min(c.a.shape[1], p.b.shape[1])
-            r *= min(1.0, max(self.pair_floor, math.exp(float(c.a[t, 0] + p.b[t, 0] + c.a[t, 1:n] @ p.b[t, 1:n]))))
+            r *= min(1.0, max(self.pair_floor, math.exp(c.a + p.b)))
         return r
 
     def pair_fits(self, a: str, b: str, gpu_type: str, num_gpus: int | None = None,
@@ -173,22 +147,11 @@ class ClassKeys:
                  spread_step: float = SPREAD_STEP, hysteresis: float = HYSTERESIS) -> None:
         self.T = num_types
         self.max_tags = max_tags
+        self.steps = np.array([rate_step] * num_types + [pair_step, pair_step, spread_step])
         self.hysteresis = hysteresis
-        self.q = np.zeros((0, 0), dtype=np.int64)
+        self.width = num_types + 3 + max_tags
+        self.q = np.zeros((0, self.width), dtype=np.int64)
         self.set = np.zeros(0, dtype=bool)
-        self._steps = (rate_step, pair_step, spread_step)
-        self._layout(1)
-
-    def _layout(self, per_type: int) -> None:
-        """Per slot: rates per type, a per type (a term and ``per_type - 1`` latent coordinates), b alike, spread,
-        tags. Set by the first update (the estimator's ``pair_rank``), fixed from then on."""
-        T, (rs, ps, ss) = self.T, self._steps
-        self.R = per_type
-        self.steps = np.array([rs] * T + [ps] * (2 * T * per_type) + [ss])
-        self.n = T + 2 * T * per_type + 1
-        self.width = self.n + self.max_tags
-        self.q = np.zeros((self.q.shape[0], self.width), dtype=np.int64)
-        self.set[:] = False
 
     def _ensure(self, cap: int) -> None:
         if cap > self.q.shape[0]:
@@ -206,25 +169,15 @@ class ClassKeys:
 
     def update(self, slots: np.ndarray, x: np.ndarray, runnable: np.ndarray, a: np.ndarray, b: np.ndarray,
                spread: np.ndarray, tags: np.ndarray) -> np.ndarray:
-        """Requantize ``slots``; returns the mask of those whose key changed (or is new). ``a`` and ``b`` are one
-        value per slot, one per slot and GPU type, or per slot and GPU type a term and a latent vector."""
-        a, b = np.asarray(a), np.asarray(b)
-        per_type = a.shape[2] if a.ndim == 3 else 1
-        if per_type != self.R:
-            if self.set.any():
-                raise ValueError(f"class keys hold {self.R - 1} latent coordinates, not {per_type - 1}")
-            self._layout(per_type)
+        """Requantize ``slots``; returns the mask of those whose key changed (or is new)."""
         self._ensure(int(slots.max()) + 1 if slots.size else 0)
         xr = np.where(runnable, x, -np.inf)
         best = xr.max(axis=1, keepdims=True)
         rel = np.where(runnable, x - np.where(np.isfinite(best), best, 0.0), 0.0)
-        k = slots.size
-        a2, b2 = (np.broadcast_to(v if v.ndim == 3 else v[:, :, None] if v.ndim == 2 else v[:, None, None],
-                                  (k, self.T, per_type)).reshape(k, self.T * per_type) for v in (a, b))
-        values = np.concatenate([rel, a2, b2, spread[:, None]], axis=1) / self.steps
+        values = np.concatenate([rel, a[:, None], b[:, None], spread[:, None]], axis=1) / self.steps
         values = np.clip(values, Q_MIN, Q_MAX)
         old = self.q[slots]
-        n = self.n
+        n = self.T + 3
         fresh = ~self.set[slots]
         moved = np.abs(values - old[:, :n]) > 0.5 + self.hysteresis
         new = old.copy()
@@ -240,10 +193,8 @@ class ClassKeys:
         return self.key_of(self.q[slot])
 
     def key_of(self, q: np.ndarray) -> str:
-        """The key of one row of quantized values (rates, a and b per type, spread, tags)."""
-        T, w = self.T, self.T * self.R
-        return encode(q[:T], q[T:T + w].reshape(T, self.R), q[T + w:T + 2 * w].reshape(T, self.R), int(q[T + 2 * w]),
-                      q[self.n:])
+        """The key of one row of quantized values (rates per type, a, b, spread, tags)."""
+        return encode(q[: self.T], int(q[self.T]), int(q[self.T + 1]), int(q[self.T + 2]), q[self.T + 3:])
 
     def relative_rates(self, slot: int) -> np.ndarray:
         """The presented relative rate per type of the slot's current key (for reports)."""

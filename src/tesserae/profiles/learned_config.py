@@ -34,8 +34,6 @@ class LearnedConfig:
     max_finished: int = 4096
     #: Partner entries kept per job (the least recently observed go first).
     max_partners: int = 16
-    #: Rank of the pair residual's structure over families, per GPU type (0: none; ``learned_pairs``).
-    pair_rank: int = 0
     #: Relative observation noise assumed before any is measured (then pooled from repeats).
     noise: float = 0.05
     #: A job's rate on one GPU type stays within this factor of its prior's shape around its own scale.
@@ -55,8 +53,7 @@ class LearnedConfig:
         checks = (("explore_budget", self.explore_budget >= 0), ("explore_bonus", self.explore_bonus >= 0),
                   ("explore_share", 0 <= self.explore_share <= 1),
                   ("probe_seconds", self.probe_seconds > 0), ("max_finished", self.max_finished >= 0),
-                  ("max_partners", self.max_partners >= 1), ("pair_rank", 0 <= self.pair_rank <= 8),
-                  ("noise", 0 < self.noise < 1),
+                  ("max_partners", self.max_partners >= 1), ("noise", 0 < self.noise < 1),
                   ("ratio_bound", self.ratio_bound >= 1), ("pair_floor", 0 < self.pair_floor < 1),
                   ("min_seconds", self.min_seconds >= 0), ("max_rate", self.max_rate > 0),
                   ("absurd_factor", self.absurd_factor > 1), ("inconsistent_factor", self.inconsistent_factor > 1))

@@ -10,6 +10,7 @@ import math
 import numpy as np
 
 from tesserae.profiles import _learned_fit as fit
+from tesserae.profiles.learned_config import MAX_TAGS
 
 
 class Fitting:
@@ -55,6 +56,30 @@ class Fitting:
         self._fam_sigma = cov + self.within
         self._fam_w = np.bincount(self.fam[members], minlength=F).astype(np.float64)
 
+    def _pair_prior_means(self, slots: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Priors of a, b and the spread factor for each slot: (a mean, b mean, their variance, spread mean,
+        its variance). Without a family: 0 (the built-in spread) and the population's sd. With one: the
+        other members' mean (leave-one-out, shrunk to the population) and a variance that narrows, as
+        members are measured, to the sd within a family (jobs of one type share GPUs alike)."""
+        n = slots.size
+        a, b, sp = np.zeros(n), np.zeros(n), self.sp_prior[slots].copy()
+        var = np.full(n, fit.PAIR_SD**2)
+        sp_var = np.full(n, fit.SPREAD_SD**2)
+        fam = self.fam[slots]
+        has = fam >= 0
+        if has.any():
+            f, sl = fam[has], slots[has]
+            w = self._fit_w[sl]
+            others = self._fam_n[f] - w
+            denom = fit.KAPPA_FAMILY + others
+            a[has] = (self._fam_a[f] - w * self.a_m[sl]) / denom
+            b[has] = (self._fam_b[f] - w * self.b_m[sl]) / denom
+            sp[has] = (fit.KAPPA_FAMILY * sp[has] + self._fam_sp[f] - w * self.sp_m[sl]) / denom
+            shrink = fit.KAPPA_FAMILY / denom
+            var[has] = fit.WITHIN_FAMILY_SD**2 + fit.PAIR_SD**2 * shrink
+            sp_var[has] = fit.WITHIN_FAMILY_SD**2 + fit.SPREAD_SD**2 * shrink
+        return a, b, var, sp, sp_var
+
     @property
     def dirty(self) -> bool:
         """Whether an observation arrived since the last refresh (a decision should then refresh first)."""
@@ -95,18 +120,19 @@ class Fitting:
         k = upd.size
         pos = np.full(cap, -1, dtype=np.int64)
         pos[upd] = np.arange(k)
-        qj = pos[pj]  # compact index of each entry's job (-1: not updated)
-        sp0, sp_var0 = self._pair_prior_means(upd)[3:5]
+        qj, qp = pos[pj], pos[pp]  # compact index of each entry's job / partner (-1: not updated)
+        a0, b0, ab_var, sp0, sp_var0 = self._pair_prior_means(upd)
         m, P = self.m, self.P
+        a_m, a_v, b_m, b_v = self.a_m, self.a_v, self.b_m, self.b_v
         res2 = fit.PAIR_RESIDUAL_SD**2
+        pair_mu, pair_var = self.pair_mu, self.pair_var
         noise_e = tau2 / pc
         # alone rates, from alone runs and (the pair terms taken as known) paired ones
         prec, num = self.cnt[upd] / tau2, self.s1[upd] / tau2
         mine = qj >= 0
         if mine.any():
-            off, off_v = self._pair_offset(pj, pp, pt)
-            z = ybar - off
-            w = 1.0 / (res2 + noise_e + off_v)
+            z = ybar - pair_mu - a_m[pj] - b_m[pp]
+            w = 1.0 / (res2 + noise_e + a_v[pj] + b_v[pp] + pair_var)
             flat = qj[mine] * T + pt[mine]
             prec += np.bincount(flat, weights=w[mine], minlength=k * T).reshape(k, T)
             num += np.bincount(flat, weights=(w * z)[mine], minlength=k * T).reshape(k, T)
@@ -115,8 +141,28 @@ class Fitting:
         m_u = fit.clamp_shape(m_u, self.shape[upd], math.log(self.config.ratio_bound))
         m[upd], P[upd] = m_u, P_u
         self.fitted[upd] = True
+        lim = math.log(1.0 / self.config.pair_floor)
         if e.size:
-            self._fit_pairs(upd, pj, pp, pt, ybar - m[pj, pt], noise_e + P[pj, pt, pt], stalled)
+            xv = P[pj, pt, pt]
+            base = ybar - m[pj, pt]
+            # the population's mean pair factor (a stall, out of memory, says nothing about sharing speed)
+            w = np.where(stalled, 0.0, 1.0 / (res2 + noise_e + xv + a_v[pj] + b_v[pp]))
+            pm, pv = fit.scalar_posterior(np.array([self.pair_mu0]), fit.PAIR_MEAN_SD**2,
+                                          np.array([w.sum()]), np.array([(w * (base - a_m[pj] - b_m[pp])).sum()]))
+            pair_mu, pair_var = float(np.clip(pm[0], -lim, 0.0)), float(pv[0])
+            # each job's sensitivity a, then each partner's pressure b
+            w = 1.0 / (res2 + noise_e + xv + b_v[pp] + pair_var)
+            prec_a = np.bincount(qj[mine], weights=w[mine], minlength=k)
+            num_a = np.bincount(qj[mine], weights=(w * (base - pair_mu - b_m[pp]))[mine], minlength=k)
+            am, av = fit.scalar_posterior(a0, ab_var, prec_a, num_a)
+            a_m[upd], a_v[upd] = np.clip(am, -lim, lim), av
+            theirs = qp >= 0
+            w = 1.0 / (res2 + noise_e + xv + a_v[pj] + pair_var)
+            prec_b = np.bincount(qp[theirs], weights=w[theirs], minlength=k)
+            num_b = np.bincount(qp[theirs], weights=(w * (base - pair_mu - a_m[pj]))[theirs], minlength=k)
+            bm, bv = fit.scalar_posterior(b0, ab_var, prec_b, num_b)
+            b_m[upd], b_v[upd] = np.clip(bm, -lim, lim), bv
+            self.pair_mu, self.pair_var = pair_mu, pair_var
         # spread factors
         spc = self.spc[upd]
         si, ti = np.nonzero(spc > 0)
@@ -131,6 +177,79 @@ class Fitting:
         self.sp_m[upd], self.sp_v[upd] = np.clip(spm, math.log(0.05), 0.0), spv
         self._refit(data & self.alive & ~self.profiled)
         self._veto(e, pj, pp, pt, ybar, stalled)
+
+    def _veto(self, e: np.ndarray, pj: np.ndarray, pp: np.ndarray, pt: np.ndarray, ybar: np.ndarray,
+              stalled: np.ndarray) -> None:
+        """Gandiva's introspection: a pair measured in both directions slower than its two jobs alone on a
+        GPU type (factors summing below 1, against the jobs' alone rates there; a stall counts as 0) is
+        vetoed there: both jobs carry a tag naming the pair and the type, and two jobs with a common tag are
+        shown as unable to share GPUs of its type (:mod:`learned_classes`)."""
+        if e.size == 0:
+            return
+        T, cap = self.T, self._cap
+        alone = self.m[pj, pt].copy()
+        # A job never measured alone on the pair's type (a newcomer paired on arrival, or moved there in a
+        # pair): its posterior there is fitted from the pair's own figures, so the pair would look as good
+        # as its rate, and it would never be judged. Its reference is the estimate from its alone runs on
+        # the other types (the prior's shape carries them over) and its prior, without the pair data.
+        here = self.cnt[pj, pt] > 0
+        if not here.all():
+            need = np.unique(pj[~here])
+            mu, sig = self._priors(need)
+            m_alone, _ = fit.gaussian_posterior(mu, np.linalg.inv(sig), self.cnt[need] / self.tau2,
+                                                self.s1[need] / self.tau2)
+            m_alone = fit.clamp_shape(m_alone, self.shape[need], math.log(self.config.ratio_bound))
+            alone[~here] = m_alone[np.searchsorted(need, pj[~here]), pt[~here]]
+        factor = np.where(stalled, 0.0, np.exp(np.minimum(ybar - alone, 0.0)))
+        key = (pj * cap + pp) * T + pt
+        back = (pp * cap + pj) * T + pt
+        order = np.argsort(key, kind="stable")
+        at = np.clip(np.searchsorted(key[order], back), 0, key.size - 1)
+        other = order[at]
+        # Judged where both jobs were measured alone on some GPU type (a job measured only in pairs is shown
+        # as unable to share until it is: ``presented``); else a factor says little.
+        has_alone = (self.cnt[pj] > 0).any(axis=1) & (self.cnt[pp] > 0).any(axis=1)
+        mutual = (key[other] == back) & (pj < pp) & has_alone
+        bad = mutual & (factor + factor[other] < 1.0)
+        for s, p, t in zip(pj[bad].tolist(), pp[bad].tolist(), pt[bad].tolist(), strict=True):
+            if (s, p, t) in self._vetoed:
+                continue
+            # One GPU type's veto: a pair slower than alone on one type is often faster on another (on Gavel's
+            # table, 157 of 325 single-GPU pairs are slower together on some type, 17 on all three). The tag
+            # names its type (tag mod the number of types, ``learned_classes``).
+            self._next_tag += 1
+            tag = self._next_tag * T + t
+            self._vetoed[(s, p, t)] = tag
+            for x in (s, p):
+                tags = self._tags.setdefault(x, [])
+                tags.append(tag)
+                del tags[:-MAX_TAGS]
+            self.vetoes += 1
+
+    def _drop_tags(self, slots: np.ndarray) -> None:
+        """Jobs that ended (or were forgotten) take their vetoes with them; their partners drop the tags."""
+        if not self._vetoed:
+            return
+        gone = set(slots.tolist())
+        for (s, p, t), tag in list(self._vetoed.items()):
+            if s in gone or p in gone:
+                del self._vetoed[(s, p, t)]
+                for x in (s, p):
+                    tags = self._tags.get(x)
+                    if tags is not None and tag in tags:
+                        tags.remove(tag)
+        for x in gone:
+            self._tags.pop(x, None)
+
+    def tags(self, slots: np.ndarray) -> np.ndarray:
+        """The veto tags of each slot, -1 padded (at most MAX_TAGS, the most recent)."""
+        out = np.full((slots.size, MAX_TAGS), -1, dtype=np.int64)
+        tagged = [s for s, tags in self._tags.items() if tags]
+        if tagged:
+            for i in np.flatnonzero(np.isin(slots, tagged)).tolist():
+                tags = self._tags[int(slots[i])]
+                out[i, : len(tags)] = tags
+        return out
 
     def _noise(self) -> float:
         """Observation noise (log variance) pooled over repeated observations, shrunk to the configured one."""
@@ -156,16 +275,3 @@ class Fitting:
             for name, values in (("_fam_a", self.a_m[ms]), ("_fam_b", self.b_m[ms]), ("_fam_sp", self.sp_m[ms])):
                 setattr(self, name, np.bincount(f, weights=ws * values, minlength=F))
             self._fam_n = np.bincount(f, weights=ws, minlength=F)
-            # per-type sharing terms: over the members measured on each type (the others carry only the prior)
-            T = self.T
-            e = np.flatnonzero(self.palive)
-            self._ta_w[:] = 0.0
-            self._tb_w[:] = 0.0
-            self._ta_w[self.pj[e], self.pt[e]] = 1.0
-            self._tb_w[self.pp[e], self.pt[e]] = 1.0
-            flat = (f[:, None] * T + np.arange(T)).ravel()
-            for tot, cnt, values, seen in (("_fam_ta", "_fam_tna", self.ta_m[ms], self._ta_w[ms]),
-                                           ("_fam_tb", "_fam_tnb", self.tb_m[ms], self._tb_w[ms])):
-                wt = (ws[:, None] * seen).ravel()
-                setattr(self, tot, np.bincount(flat, weights=wt * values.ravel(), minlength=F * T).reshape(F, T))
-                setattr(self, cnt, np.bincount(flat, weights=wt, minlength=F * T).reshape(F, T))

@@ -93,8 +93,7 @@ class Observing:
         if self.fitted[s]:
             pred = float(self.m[s, t])
             if partner is not None:
-                off, _ = self._pair_offset(np.array([s]), np.array([self._slot[int(partner)]]), np.array([t]))
-                pred += float(off[0])
+                pred += self.pair_mu + float(self.a_m[s]) + float(self.b_m[self._slot[int(partner)]])
             elif not consolidated:
                 pred += float(self.sp_m[s])
             if abs(y - pred) > math.log(self.config.absurd_factor):
