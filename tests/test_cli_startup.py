@@ -76,3 +76,43 @@ def test_every_command_is_built_from_the_module_named_for_it() -> None:
     for name in cli.COMMANDS:
         assert group.get_command(None, name).name == name
     assert group.get_command(None, "nope") is None
+
+
+def _main(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    from tesserae.cli import main
+
+    monkeypatch.setattr(sys, "argv", ["tesserae", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    return int(exit_info.value.code or 0)
+
+
+def test_the_collector_is_off_only_while_the_command_starts(monkeypatch: pytest.MonkeyPatch,
+                                                            tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``main`` keeps the cyclic collector off while it imports and builds the command; the simulation
+    itself runs with it on (start-up's objects frozen), and ``main`` leaves it as it found it."""
+    import gc
+
+    import tesserae.sim.runner as runner
+
+    seen: list[tuple[bool, int]] = []
+    simulate = runner.simulate
+
+    def watched(*a: object, **k: object) -> object:
+        seen.append((gc.isenabled(), gc.get_freeze_count()))
+        return simulate(*a, **k)
+
+    monkeypatch.setattr(runner, "simulate", watched)
+    assert _main(monkeypatch, "simulate", "--jobs", "6", "--cluster", "2x2", "--out", str(tmp_path / "o"), "-q") == 0
+    assert len(seen) == 1 and seen[0][0] and seen[0][1] > 0
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+    for args in (("--help",), ("simulate", "--jobs", "two"), ("nope",)):  # ended before any command ran
+        _main(monkeypatch, *args)
+        assert gc.isenabled() and gc.get_freeze_count() == 0, args
+    gc.disable()
+    try:
+        _main(monkeypatch, "--help")
+        assert not gc.isenabled() and gc.get_freeze_count() == 0
+    finally:
+        gc.enable()
+    capsys.readouterr()

@@ -10,6 +10,7 @@ as a traceback.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import sys
 from functools import cache
@@ -82,9 +83,26 @@ app = _typer_app(LazyGroup, no_args_is_help=True)
 @app.callback()
 def _root(version: VersionOpt = False) -> None:
     """Tesserae: GPU cluster scheduling for deep-learning jobs (simulator and runtime)."""
+    global _STARTING
+    if _STARTING:  # the command is built and about to run: collect again, past what start-up made
+        _STARTING = False
+        gc.freeze()
+        gc.enable()
+
+
+#: True while ``main`` holds the cyclic garbage collector off for the start-up (see ``main``).
+_STARTING = False
 
 
 def main() -> None:
+    # Start-up allocates some hundred thousand objects that live as long as the process (modules,
+    # classes, Typer's and pydantic's models), and the cyclic collector would scan them again and
+    # again as the heap grows: it is off until the command's own work starts (``_root``), and then
+    # those objects are frozen (never scanned). The collector is left as it was found on return
+    # (tests call ``main`` in their own process).
+    global _STARTING
+    collecting = _STARTING = gc.isenabled()
+    gc.disable()
     try:
         app(prog_name="tesserae")
     except InputError as e:
@@ -97,6 +115,11 @@ def main() -> None:
     except (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError) as e:
         err.print(f"[red]error:[/red] {escape(f'{e.strerror}: {e.filename}')}", highlight=False, soft_wrap=True)
         sys.exit(2)
+    finally:
+        _STARTING = False
+        gc.unfreeze()
+        if collecting:
+            gc.enable()
 
 
 def _fail(e: InputError) -> None:
