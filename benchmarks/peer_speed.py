@@ -464,8 +464,23 @@ Commands, e.g.:
 
 {table(rows)}
 
-{slower_text(rows, imports)}{missing_text(rows, args)}
+{slower_text(rows, imports)}{gavel_scale_text(rows)}{missing_text(rows, args)}
 """
+
+
+def gavel_scale_text(rows: list[dict]) -> str:
+    """The largest Gavel size measured, against the issue's "the largest size Gavel's simulator finishes in
+    10 minutes"."""
+    done = [r for r in rows if r["peer"] == "gavel" and r["policy"] == "max_min_fairness_perf" and r["peer_finished"]]
+    if not done:
+        return ""
+    big = max(done, key=lambda r: r["gpus"])
+    text = (f"\n\nThe largest Gavel size here: {big['trace']} ({big['gpus']} GPUs), where Gavel's simulator took "
+            f"{big['peer_cpu']:.0f} s of CPU and {big['peer_wall']:.0f} s of wall time on plain max-min, ours "
+            f"{big['ours_cpu'] / big['peer_cpu']:.2f}x its CPU.")
+    if big["peer_wall"] < 600:
+        text += " The size at which Gavel's simulator needs 10 minutes is larger and was not measured."
+    return text
 
 
 def missing_text(rows: list[dict], args: argparse.Namespace) -> str:
