@@ -35,6 +35,11 @@ them; ``--tiresias`` and ``--gavel`` are their folders):
 Inputs for Tiresias: its own ``60_job.csv`` and windows of the Philly-derived trace (job types
 drawn with seed 0, whole seconds, Tiresias' job CSV), each on one node. ``--write`` puts the table
 in the ``peer_speed`` section of BENCHMARKS.md.
+
+Each row keeps when and on which machine it was measured, the peer's commit and Python and its
+runs; ``--json FILE`` collects rows over several runs (cases already in it are not run again), and
+``--report --json FILE`` writes the table from them alone. The rows of BENCHMARKS.md's table are in
+``benchmarks/results/peer_speed.json`` (paths written as WORK).
 """
 
 from __future__ import annotations
