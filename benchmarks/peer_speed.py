@@ -35,6 +35,11 @@ them; ``--tiresias`` and ``--gavel`` are their folders):
 Inputs for Tiresias: its own ``60_job.csv`` and windows of the Philly-derived trace (job types
 drawn with seed 0, whole seconds, Tiresias' job CSV), each on one node. ``--write`` puts the table
 in the ``peer_speed`` section of BENCHMARKS.md.
+
+Each row keeps when and on which machine it was measured, the peer's commit and Python and its
+runs; ``--json FILE`` collects rows over several runs (cases already in it are not run again), and
+``--report --json FILE`` writes the table from them alone. The rows of BENCHMARKS.md's table are in
+``benchmarks/results/peer_speed.json`` (paths written as WORK).
 """
 
 from __future__ import annotations
@@ -318,7 +323,9 @@ def run_case(case: Case, args: argparse.Namespace) -> dict:
            "peer_finished": all(t.finished for t in peer_t), "ours_finished": all(t.finished for t in ours_t),
            "peer_wall": statistics.median(t.wall for t in peer_t), "peer_cpu": statistics.median(t.cpu for t in peer_t),
            "ours_wall": statistics.median(t.wall for t in ours_t), "ours_cpu": statistics.median(t.cpu for t in ours_t),
-           "repeats": args.repeats, "cpu_limit": args.cpu_limit,
+           "repeats": args.repeats, "cpu_limit": args.cpu_limit, "measured": today(), "machine": machine(),
+           "peer_commit": getattr(args, f"{case.peer}_commit"),
+           "peer_python": _version(getattr(args, f"{case.peer}_python")),
            "ours_simulating": ours_simulating(runs / "ours") if all(t.finished for t in ours_t) else None,
            "ours_lp": ours_lp(runs / "ours") if all(t.finished for t in ours_t) else None}
     if row["peer_finished"] and row["ours_finished"]:
@@ -342,8 +349,9 @@ def _ratio(row: dict, key: str) -> str:
 
 def table(rows: list[dict]) -> str:
     lines = ["| peer | trace | GPUs | jobs | peer policy | ours | peer wall (s) | ours wall (s) | wall ours / peer "
-             "| peer CPU (s) | ours CPU (s) | CPU ours / peer | ours simulating (s) | avg JCT peer / ours (s) | load |",
-             "|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| peer CPU (s) | ours CPU (s) | CPU ours / peer | ours simulating (s) | avg JCT peer / ours (s) | load "
+             "| measured (runs each) |",
+             "|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         ours = " ".join(TIRESIAS_POLICIES[r["policy"]][1:2] + (["--no-backfill"] if r["policy"] == "fifo" else [])
                         if r["peer"] == "tiresias" else GAVEL_POLICIES[r["policy"]][1:])
@@ -355,7 +363,7 @@ def table(rows: list[dict]) -> str:
             f"| {r['peer_wall']:.2f}{unfinished} | {r['ours_wall']:.2f}{ours_unfinished} | {_ratio(r, 'wall')} "
             f"| {r['peer_cpu']:.2f} | {r['ours_cpu']:.2f} | {_ratio(r, 'cpu')} "
             f"| {'-' if r['ours_simulating'] is None else format(r['ours_simulating'], '.2f')} | {jct} "
-            f"| {min(r['load']):.1f}-{max(r['load']):.1f} |")
+            f"| {min(r['load']):.1f}-{max(r['load']):.1f} | {r.get('measured', '?')} ({r['repeats']}) |")
     return "\n".join(lines)
 
 
@@ -369,9 +377,22 @@ def import_cpu(work: Path) -> float:
                              for _ in range(3))
 
 
+#: What was done about our start-up (issue 29), measured on 60_job `fifo` against the code before it.
+STARTUP_CUT = (
+    "What Tesserae itself added to the start-up was cut in issue 29: each command's module is imported only when "
+    "that command runs, so `tesserae simulate` loads none of the runtime's, the profiler's or the web server's "
+    "modules and Typer builds the options of that one command, not of all 23 (556 modules loaded instead of 615); "
+    "the cyclic garbage collector is off while the command starts (what start-up allocated is then frozen); "
+    "PyYAML is loaded only to read a queue file. On 60_job `fifo` that took `tesserae simulate` to 0.83x the CPU "
+    "time of the code before (median of 20 paired runs, 0.89 s against 1.09 s under load 10-12). The libraries "
+    "stay: they are the project's interface (typed options, the CLI, the HTML report), and a run of a fraction "
+    "of a second is not what a simulator is for; Typer itself builds a pydantic TypeAdapter for each option of "
+    "the command it runs.")
+
+
 def slower_text(rows: list[dict], imports: float | None) -> str:
-    """Why ours is slower where it is: the cases where our simulation alone took less wall time than the
-    peer's whole process, so that start-up decided."""
+    """Why ours is slower where it is: start-up (our simulation alone took less wall time than the peer's
+    whole process), the wall clock alone (the CPU ratio at or below 1), or the max-min LP."""
     slow = [r for r in rows if r["peer_finished"] and r.get("ours_finished", True)
             and (r["ours_cpu"] > r["peer_cpu"] or r["ours_wall"] > r["peer_wall"])]
     if not slow:
@@ -379,17 +400,23 @@ def slower_text(rows: list[dict], imports: float | None) -> str:
     startup = [r for r in slow if r["ours_simulating"] is not None and r["ours_simulating"] < r["peer_wall"]]
     text = f"Ours is slower on {len(slow)} case(s): " + ", ".join(f"{r['trace']} `{r['policy']}`" for r in slow) + "."
     if startup:
+        peer_cpu = sorted(r["peer_cpu"] for r in startup)
         text += (" On " + ", ".join(f"{r['trace']} `{r['policy']}`" for r in startup) + " our simulation itself took "
                  + ", ".join(f"{r['ours_simulating']:.2f} s" for r in startup) + " against the peer's whole process's "
                  + ", ".join(f"{r['peer_wall']:.2f} s" for r in startup) + " (wall): the difference is start-up. Our "
                  "`tesserae` command loads NumPy, pydantic, Typer, Rich and Jinja2 (for its HTML report)"
                  + (f", which alone took {imports:.2f} s of CPU here (`python -c '{LIBRARIES}'`, median of 3, "
-                    "measured when this table was written)" if imports is not None else "")
-                 + ", and its own modules; the peer loads its few modules and NumPy. Not changed: those libraries are "
-                 "the project's interface (typed options, the CLI, the report), and a run of a few seconds is not "
-                 "what a simulator is for.")
+                    f"measured when this table was written), about the peer's whole process ({peer_cpu[0]:.2f}-"
+                    f"{peer_cpu[-1]:.2f} s of CPU)" if imports is not None else "")
+                 + ", and its own modules; the peer loads its few modules and NumPy. " + STARTUP_CUT)
+    wall_only = [r for r in slow if r not in startup and r["ours_cpu"] <= r["peer_cpu"]]
+    if wall_only:
+        text += (" On " + ", ".join(f"{r['trace']} `{r['policy']}`" for r in wall_only) + " only the wall ratio is "
+                 "above 1 (CPU " + ", ".join(f"{r['ours_cpu'] / r['peer_cpu']:.2f}" for r in wall_only) + "): the "
+                 "two processes ran one after the other on a machine shared with other sessions' work, so their "
+                 "wall times saw different loads; their CPU times do not depend on it.")
     for r in slow:
-        if r not in startup and r.get("ours_lp"):
+        if r not in startup and r not in wall_only and r.get("ours_lp"):
             lp_s, solves = r["ours_lp"]
             text += (f" On {r['trace']} `{r['policy']}` the simulation itself is slower: {lp_s:.1f} s of its "
                      f"{r['ours_simulating']:.1f} s went to {solves} solves of the max-min LP (wall seconds under the "
@@ -409,24 +436,28 @@ def slower_text(rows: list[dict], imports: float | None) -> str:
 def section(rows: list[dict], args: argparse.Namespace, imports: float | None = None) -> str:
     examples = {}
     for r in rows:
-        examples.setdefault(r["peer"], r)
+        if r.get("peer_command"):  # rows kept from an earlier table may lack them
+            examples.setdefault(r["peer"], r)
     cmds = "\n".join(
         f"- {peer}: `{_anonymous(r['peer_command'], args)}` (from its folder); ours: "
         f"`{_anonymous(r['ours_command'], args)}`" for peer, r in examples.items())
+    machines = sorted({r.get("machine", "?") for r in rows}) or [machine()]
     peers = []
-    if args.tiresias:
-        peers.append(f"Tiresias `{args.tiresias_commit}` (`simulator/run_sim.py`, Python 3 copy, "
-                     f"{_version(args.tiresias_python)})")
-    if args.gavel:
-        peers.append(f"Gavel `{args.gavel_commit}` (`scheduler/scripts/drivers/simulate_scheduler_with_trace.py`, "
-                     f"{_version(args.gavel_python)}, ECOS)")
+    for peer, what in (("tiresias", "Tiresias {} (`simulator/run_sim.py`, Python 3 copy, {})"),
+                       ("gavel", "Gavel {} (`scheduler/scripts/drivers/simulate_scheduler_with_trace.py`, {}, ECOS)")):
+        versions = sorted({(r["peer_commit"], r["peer_python"]) for r in rows if r["peer"] == peer})
+        peers += [what.format(f"`{commit}`", python) for commit, python in versions]
     return f"""## Speed against the peers' own simulators
 
-Generated by `benchmarks/peer_speed.py --write` ({today()}; {machine()}). Peers: {'; '.join(peers)}.
+Generated by `benchmarks/peer_speed.py --write` ({today()}; measured on {'; '.join(machines)}).
+Peers: {'; '.join(peers)}.
 Each row: the peer's simulator and `tesserae simulate` on the same input files, one after the other
-in the same run ({rows[0]['repeats'] if rows else 1} run(s) each, alternating; medians), every process
+in the same run (the runs of each side in the last column, alternating; medians), every process
 timed whole (start-up and imports included), one BLAS/OpenMP thread for both, bytecode caches of
-both sides' sources written first. CPU = user + system seconds of the process; a run is stopped
+both sides' sources written first. The rows were measured at the times in the last column, on this
+machine, each under the load shown (other sessions' work: wall times under load are rough, the CPU
+ratio is the steadier one); `--json FILE` keeps them, and `--report --json FILE` writes the table
+from that file alone. CPU = user + system seconds of the process; a run is stopped
 after {max(r['cpu_limit'] for r in rows) if rows else 0:.0f} s of CPU or less (then its ratio is a
 bound: `<` when the peer was stopped, `>` when ours was). A ratio above 1 (bold) means ours is
 slower. "ours simulating" is the simulation alone (our summary's `wall_seconds`), the rest of our
@@ -438,8 +469,23 @@ Commands, e.g.:
 
 {table(rows)}
 
-{slower_text(rows, imports)}{missing_text(rows, args)}
+{slower_text(rows, imports)}{gavel_scale_text(rows)}{missing_text(rows, args)}
 """
+
+
+def gavel_scale_text(rows: list[dict]) -> str:
+    """The largest Gavel size measured, against the issue's "the largest size Gavel's simulator finishes in
+    10 minutes"."""
+    done = [r for r in rows if r["peer"] == "gavel" and r["policy"] == "max_min_fairness_perf" and r["peer_finished"]]
+    if not done:
+        return ""
+    big = max(done, key=lambda r: r["gpus"])
+    text = (f"\n\nThe largest Gavel size here: {big['trace']} ({big['gpus']} GPUs), where Gavel's simulator took "
+            f"{big['peer_cpu']:.0f} s of CPU and {big['peer_wall']:.0f} s of wall time on plain max-min, ours "
+            f"{big['ours_cpu'] / big['peer_cpu']:.2f}x its CPU.")
+    if big["peer_wall"] < 600:
+        text += " The size at which Gavel's simulator needs 10 minutes is larger and was not measured."
+    return text
 
 
 def missing_text(rows: list[dict], args: argparse.Namespace) -> str:

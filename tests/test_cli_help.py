@@ -131,8 +131,9 @@ def _all_commands() -> list[tuple[str, ...]]:
     from tesserae.cli import app
 
     def walk(command: Any, path: tuple[str, ...]) -> list[tuple[str, ...]]:
-        subs = getattr(command, "commands", {})
-        return [path, *(p for name, sub in subs.items() for p in walk(sub, (*path, name)))]
+        # The root's commands are built when looked up (tesserae.cli.COMMANDS): ask the group, not its dict.
+        names = command.list_commands(None) if hasattr(command, "list_commands") else []
+        return [path, *(p for name in names for p in walk(command.get_command(None, name), (*path, name)))]
 
     return walk(typer.main.get_command(app), ())
 

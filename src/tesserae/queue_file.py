@@ -27,9 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from tesserae.core.errors import InputError
 from tesserae.core.queues import QueueConfig, QueueTree, build_tree, derived_config, parse_config
@@ -38,6 +36,9 @@ MAX_CONFIG_BYTES = 4 * 1024 * 1024
 #: Keys of a server config file besides the queues (none yet: the server takes its options on the
 #: command line); anything else is an error naming the key.
 QUEUE_KEYS = ("queues", "default_queue")
+
+if TYPE_CHECKING:
+    import yaml  # imported where a file is read: a run without a queue file does not load PyYAML
 
 
 class _Lines:
@@ -49,6 +50,8 @@ class _Lines:
             self._walk(node, ())
 
     def _walk(self, node: yaml.Node, path: tuple[Any, ...]) -> None:
+        import yaml
+
         self.lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
@@ -76,6 +79,8 @@ def read_yaml(path: str | Path) -> tuple[Any, _Lines]:
     if p.stat().st_size > MAX_CONFIG_BYTES:
         raise InputError(f"config file larger than {MAX_CONFIG_BYTES} bytes", path=str(p))
     text = p.read_text(encoding="utf-8", errors="replace")
+    import yaml
+
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
