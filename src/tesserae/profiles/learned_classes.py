@@ -169,23 +169,32 @@ class ClassKeys:
 
     def update(self, slots: np.ndarray, x: np.ndarray, runnable: np.ndarray, a: np.ndarray, b: np.ndarray,
                spread: np.ndarray, tags: np.ndarray) -> np.ndarray:
-        """Requantize ``slots``; returns the mask of those whose key changed (or is new)."""
+        """Requantize ``slots``; returns the mask of those whose key changed (or is new). Only the rows whose
+        key changed are written back (the view re-classifies only those)."""
         self._ensure(int(slots.max()) + 1 if slots.size else 0)
-        xr = np.where(runnable, x, -np.inf)
-        best = xr.max(axis=1, keepdims=True)
-        rel = np.where(runnable, x - np.where(np.isfinite(best), best, 0.0), 0.0)
-        values = np.concatenate([rel, a[:, None], b[:, None], spread[:, None]], axis=1) / self.steps
-        values = np.clip(values, Q_MIN, Q_MAX)
-        old = self.q[slots]
-        n = self.T + 3
+        T, n = self.T, self.T + 3
+        values = np.empty((slots.size, n))
+        best = np.where(runnable, x, -np.inf).max(axis=1, keepdims=True)
+        values[:, :T] = np.where(runnable, x - np.where(np.isfinite(best), best, 0.0), 0.0)
+        values[:, T], values[:, T + 1], values[:, T + 2] = a, b, spread
+        values /= self.steps
+        np.clip(values, Q_MIN, Q_MAX, out=values)
+        old = np.take(self.q, slots, axis=0)
+        head = old[:, :n].astype(np.float64)
         fresh = ~self.set[slots]
-        moved = np.abs(values - old[:, :n]) > 0.5 + self.hysteresis
-        new = old.copy()
-        new[:, :n] = np.where(moved | fresh[:, None], np.rint(values).astype(np.int64), old[:, :n])
-        new[:, : self.T] = np.where(runnable, new[:, : self.T], UNRUNNABLE)
-        new[:, n:] = np.sort(tags, axis=1)
-        changed = fresh | (new != old).any(axis=1)
-        self.q[slots] = new
+        moved = np.abs(values - head) > 0.5 + self.hysteresis
+        moved[fresh] = True
+        new = np.where(moved, np.rint(values), head).astype(np.int64)
+        new[:, :T][~runnable] = UNRUNNABLE
+        # Tags: sorted (-1 padding first); only rows carrying one need sorting.
+        tagged = (tags >= 0).any(axis=1)
+        sorted_tags = np.full(tags.shape, -1, dtype=np.int64)
+        if tagged.any():
+            sorted_tags[tagged] = np.sort(tags[tagged], axis=1)
+        changed = fresh | (new != old[:, :n]).any(axis=1) | (sorted_tags != old[:, n:]).any(axis=1)
+        w = slots[changed]
+        self.q[w, :n] = new[changed]
+        self.q[w, n:] = sorted_tags[changed]
         self.set[slots] = True
         return changed
 
