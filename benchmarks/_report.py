@@ -48,6 +48,17 @@ def today() -> str:
     return dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
+def merge_rows(store: Path, rows: list[dict], key, stamp: dict) -> list[dict]:  # type: ignore[no-untyped-def]
+    """The rows saved in ``store`` (JSON) with those of ``rows`` replaced by them (matched by ``key(row)``),
+    each fresh row stamped with ``stamp`` (date, command, ...): a partial rerun replaces only its own rows."""
+    import json
+
+    store.parent.mkdir(parents=True, exist_ok=True)
+    saved = json.loads(store.read_text()) if store.exists() else []
+    fresh = {key(r) for r in rows}
+    return [r for r in saved if key(r) not in fresh] + [{**r, **stamp} for r in rows]
+
+
 def update_section(name: str, body: str) -> None:
     """Replace (or append) the section ``name`` of BENCHMARKS.md."""
     text = BENCHMARKS_MD.read_text() if BENCHMARKS_MD.exists() else HEADER

@@ -42,7 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _report import ROOT, machine, today, update_section
+from _report import ROOT, machine, merge_rows, today, update_section
 
 SIZES = [256, 1024, 4096, 16384]
 CONFIGS = [
@@ -325,96 +325,6 @@ def child_command(args: argparse.Namespace, label: str, gpus: int, jobs: int, te
             "--child-tenants", str(tenants), *(["--child-variation"] if variation else [])]
 
 
-def learned_main(args: argparse.Namespace, sizes: list[int]) -> None:
-    """``--learned``: each configuration with the oracle's rates and with learned ones, in this run."""
-    rows: list[dict] = []
-    for label in args.configs.split(","):
-        for g in sizes:
-            jobs = args.jobs or int(1.2 * g)
-            tries: dict[str, list[dict]] = {label: [], label + "{learned}": []}
-            for _ in range(args.repeat):  # alternate, so that a change in the machine's load hits both
-                for lb in tries:
-                    out = subprocess.run(child_command(args, lb, g, jobs, 0, variation=True), capture_output=True,
-                                         text=True, timeout=args.budget + 300)
-                    if out.returncode != 0:
-                        sys.exit(f"{lb} at {g} GPUs failed: {out.stderr.strip()[-800:]}")
-                    tries[lb].append(json.loads(out.stdout.strip().splitlines()[-1]))
-            oracle, learned = (_median_row(t) for t in tries.values())
-            ratios = [b["cpu_median_s"] / a["cpu_median_s"] for a, b in zip(*tries.values(), strict=True)]
-            row = {"label": label, "gpus": g, "jobs": jobs, "active_jobs_median": learned["active_jobs_median"],
-                   "rounds": min(oracle["rounds"], learned["rounds"]),
-                   "cut_short": oracle["cut_short"] or learned["cut_short"],
-                   **{f"oracle_{k}": oracle[k] for k in ("median_s", "p95_s", "cpu_median_s")},
-                   **{f"learned_{k}": learned[k] for k in ("median_s", "p95_s", "cpu_median_s", "refresh_median_s",
-                                                            "estimator_refresh_median_s", "classes_median")},
-                   "repeats": args.repeat, "ratio_per_repeat": ratios}
-            rows.append(row)
-            ratio = row["learned_cpu_median_s"] / row["oracle_cpu_median_s"]
-            print(f"{label:32s} {g:6d} GPUs  CPU median {row['oracle_cpu_median_s']:.4f} s -> "
-                  f"{row['learned_cpu_median_s']:.4f} s learned ({ratio:.2f}x; "
-                  f"view {row['learned_refresh_median_s']:.4f} s, {row['learned_classes_median']:.0f} classes; "
-                  f"estimator refit before it {row['learned_estimator_refresh_median_s']:.4f} s)",
-                  flush=True)
-    if args.json or args.jobs:
-        return
-    command = ".venv/bin/python benchmarks/round_latency.py " + " ".join(sys.argv[1:])
-    store = ROOT / "docs" / "benchmarks" / "round_latency_learned.json"
-    store.parent.mkdir(parents=True, exist_ok=True)
-    saved = json.loads(store.read_text()) if store.exists() else []
-    fresh = {(r["label"], r["gpus"]) for r in rows}
-    rows = [r for r in saved if (r["label"], r["gpus"]) not in fresh] + [
-        {**r, "date": today(), "command": command, "load": _load()} for r in rows]
-    rows.sort(key=lambda r: (r["label"], r["gpus"]))
-    store.write_text(json.dumps(rows, indent=1) + "\n")
-    lines = [
-        "## Decision latency with learned throughputs (`benchmarks/round_latency.py --learned`)",
-        "",
-        f"Machine: {machine()}. Each row's command, date and load average are in "
-        "`docs/benchmarks/round_latency_learned.json`. The same evolving state as above, measured twice in one run: "
-        "the scheduler reading the true rates (oracle) and the scheduler deciding on the learned estimator "
-        f"(`--throughputs learned`, {LEARNED_NOISE:.0%} observation noise); in both the jobs' true rates vary by a "
-        f"per-job factor (sd {LEARNED_VARIATION} in log). A learned decision includes the scheduler's view of the "
-        "jobs (registering arrivals, presenting and classifying every active job; also shown on its own); the "
-        "estimator's refit runs when a round's observations are in, before the decision, and is shown apart. "
-        f"CPU medians over the row's rounds after {WARMUP_ROUNDS} warm-up rounds; with `--repeat N` each pair is "
-        "measured N times, alternating, and the medians of those are shown (each repeat's ratio in the JSON). "
-        "Target (issue 25): learned within 1.1x of the oracle at 16,384 GPUs.",
-        "",
-        "| configuration | GPUs | active jobs (median) | oracle CPU median (s) | learned CPU median (s) | ratio "
-        "| ratio per repeat | of which the view (s) | estimator refit (s) | classes (median) | rounds "
-        "| measured (load) |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        lines.append(f"| {r['label']} | {r['gpus']} | {r['active_jobs_median']} | {r['oracle_cpu_median_s']:.4f} | "
-                     f"{r['learned_cpu_median_s']:.4f} | {r['learned_cpu_median_s'] / r['oracle_cpu_median_s']:.2f}x | "
-                     f"{', '.join(f'{x:.2f}' for x in r.get('ratio_per_repeat', []))} | "
-                     f"{r['learned_refresh_median_s']:.4f} | {r['learned_estimator_refresh_median_s']:.4f} | "
-                     f"{r['learned_classes_median']:.0f} | "
-                     f"{r['rounds']}{' (cut short by budget)' if r['cut_short'] else ''} | {r['date']} ({r['load']}) |")
-    update_section("round_latency_learned", "\n".join(lines))
-    print("\n".join(lines))
-
-
-def _median_row(rows: list[dict]) -> dict:
-    """Per figure, the median over repeated measurements of one configuration."""
-    out = dict(rows[0])
-    for k, v in rows[0].items():
-        if isinstance(v, float):
-            vals = [r[k] for r in rows if r.get(k) is not None]
-            out[k] = float(np.median(vals)) if vals else None
-    out["rounds"] = min(r["rounds"] for r in rows)
-    out["cut_short"] = any(r["cut_short"] for r in rows)
-    return out
-
-
-def _load() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "unknown"
-
-
 def tenants_main(args: argparse.Namespace, sizes: list[int]) -> None:
     """Each configuration without and with ``--tenants`` queues, in this run; a section of its own."""
     rows: list[dict] = []
@@ -443,11 +353,7 @@ def tenants_main(args: argparse.Namespace, sizes: list[int]) -> None:
     # command of the run that measured its pair (the ratio is always within one run).
     command = ".venv/bin/python benchmarks/round_latency.py " + " ".join(sys.argv[1:])
     store = ROOT / "docs" / "benchmarks" / "round_latency_tenants.json"
-    store.parent.mkdir(parents=True, exist_ok=True)
-    saved = json.loads(store.read_text()) if store.exists() else []
-    fresh = {(r["label"], r["gpus"], r["tenants"]) for r in rows}
-    rows = [r for r in saved if (r["label"], r["gpus"], r["tenants"]) not in fresh] + [
-        {**r, "date": today(), "command": command} for r in rows]
+    rows = merge_rows(store, rows, lambda r: (r["label"], r["gpus"], r["tenants"]), {"date": today(), "command": command})
     rows = [r for r in rows if r["tenants"] == args.tenants]
     rows.sort(key=lambda r: (CONFIGS.index(r["label"]) if r["label"] in CONFIGS else len(CONFIGS), r["gpus"]))
     store.write_text(json.dumps(rows, indent=1) + "\n")
@@ -496,9 +402,12 @@ def main() -> None:
     ap.add_argument("--child-tenants", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--child-variation", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--learned", action="store_true", help="measure each configuration with the oracle's and "
-                    "with learned throughputs, in one run (written to a section of its own)")
-    ap.add_argument("--repeat", type=int, default=1, help="--learned: measure each pair this many times, "
-                    "alternating, and report the medians")
+                    "with learned throughputs, interleaved decision by decision in one process (written to a "
+                    "section of its own)")
+    ap.add_argument("--repeat", type=int, default=3, help="--learned: repeats (one process each); the ratio is the "
+                    "median over all decision pairs of all repeats")
+    ap.add_argument("--child-paired", help=argparse.SUPPRESS)
+    ap.add_argument("--child-learned-first", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     sizes = args.gpus or SIZES
     if args.child:
@@ -506,8 +415,17 @@ def main() -> None:
         print(json.dumps(measure(args.child, g, args.jobs or int(1.2 * g), args.rounds, args.seed, args.budget,
                                  args.child_tenants, variation=args.child_variation)))
         return
+    if args.child_paired:
+        from _paired_latency import paired
+
+        g = sizes[0]
+        print(json.dumps(paired(args.child_paired, g, args.jobs or int(1.2 * g), args.rounds, args.seed, args.budget,
+                                args.child_learned_first, WARMUP_ROUNDS)))
+        return
     if args.learned:
-        learned_main(args, sizes)
+        from _paired_latency import learned_main
+
+        learned_main(args, sizes, WARMUP_ROUNDS)
         return
     if args.profile:
         profile_main(args, sizes)

@@ -187,11 +187,11 @@ class ClassKeys:
         new = np.where(moved, np.rint(values), head).astype(np.int64)
         new[:, :T][~runnable] = UNRUNNABLE
         # Tags: sorted (-1 padding first); only rows carrying one need sorting.
-        tagged = (tags >= 0).any(axis=1)
+        tagged = _any_column(tags >= 0)
         sorted_tags = np.full(tags.shape, -1, dtype=np.int64)
         if tagged.any():
             sorted_tags[tagged] = np.sort(tags[tagged], axis=1)
-        changed = fresh | (new != old[:, :n]).any(axis=1) | (sorted_tags != old[:, n:]).any(axis=1)
+        changed = fresh | _any_column(new != old[:, :n]) | _any_column(sorted_tags != old[:, n:])
         w = slots[changed]
         self.q[w, :n] = new[changed]
         self.q[w, n:] = sorted_tags[changed]
@@ -209,3 +209,12 @@ class ClassKeys:
         """The presented relative rate per type of the slot's current key (for reports)."""
         q = self.q[slot, : self.T]
         return np.where(q == UNRUNNABLE, 0.0, np.exp(self.steps[: self.T] * np.where(q == UNRUNNABLE, 0, q)))
+
+
+def _any_column(mask: np.ndarray) -> np.ndarray:
+    """``mask.any(axis=1)`` of a tall, narrow boolean array, a column at a time: NumPy's reduction along a short
+    axis costs several times the comparisons that made the mask (tens of thousands of rows, a few columns)."""
+    out = mask[:, 0].copy() if mask.shape[1] else np.zeros(mask.shape[0], dtype=bool)
+    for j in range(1, mask.shape[1]):
+        out |= mask[:, j]
+    return out
