@@ -44,6 +44,7 @@ import numpy as np
 
 import learned_gavel_trace
 import reproduce_tesserae as rt
+from _paired_latency import section_lines, target_lines
 from _report import ROOT, machine, today
 
 OUT = ROOT / "docs" / "reproduction"
@@ -400,30 +401,7 @@ def targets_section(rows: list[dict[str, Any]], runs: dict[str, Any], learned_ru
         top = max(shares)
         L.append(f"- **exploration costs <= 3% of all GPU-time**: mean {pct(float(np.mean(shares)), 2)}, worst run "
                  f"{pct(top, 2)}: {'met' if top <= 0.03 else '**missed**'}.")
-    lat = latency_rows()
-    at16 = [r for r in lat if r["gpus"] == 16384]
-    if at16:
-        for r in at16:
-            ratio_ = r["learned_cpu_median_s"] / r["oracle_cpu_median_s"]
-            L.append(f"- **decision time at 16,384 GPUs within 1.1x of the oracle's, same run** ({r['label']}): "
-                     f"{r['oracle_cpu_median_s']:.4f} s -> {r['learned_cpu_median_s']:.4f} s CPU median, "
-                     f"{ratio_:.2f}x (of which the view {r['learned_refresh_median_s']:.4f} s; the estimator's refit "
-                     f"before the decision, {r['learned_estimator_refresh_median_s']:.4f} s, not counted): "
-                     f"{'met' if ratio_ <= 1.1 else '**missed**'} (load {r.get('load', '?')}, "
-                     f"`{r.get('command', '')}`).")
-            if ratio_ > 1.1:
-                per = r.get("ratio_per_repeat", [])
-                rest = r["learned_cpu_median_s"] - r["learned_refresh_median_s"]
-                L.append(f"  - Why, from the row: the view takes {r['learned_refresh_median_s']:.4f} s "
-                         f"({r['learned_refresh_median_s'] / r['oracle_cpu_median_s']:.0%} of the oracle's decision); "
-                         f"the rest of the learned decision {rest:.4f} s against the oracle's "
-                         f"{r['oracle_cpu_median_s']:.4f} s, on {r['learned_classes_median']:.0f} classes. Its repeats "
-                         "gave " + ", ".join(f"{x:.2f}x" for x in per) + f" at load {r.get('load', '?')}, so the "
-                         "ratio moves by more than the target's 10% between repeats of one run on this machine; "
-                         + LATENCY_BEFORE)
-    else:
-        L.append("- **decision time at 16,384 GPUs within 1.1x of the oracle's**: see "
-                 "`benchmarks/round_latency.py --learned` (not measured into this report yet).")
+    L += target_lines(latency_rows())
     L.append("")
     return L
 
@@ -545,38 +523,12 @@ def cost_section(runs: dict[str, Any], seeds: int) -> list[str]:
 
 
 #: The earlier measurement of the same command (before this round's estimator changes), for the reading of a miss.
-LATENCY_BEFORE = ("the same command measured 2026-12-02 04:12 UTC (load 16.41 16.39 16.87, before the shared "
-                  "exploration bound, per-type vetoes and newcomer judging) gave oracle 0.1042 s, learned 0.0958 s "
-                  "(view 0.0107 s), 0.92x, repeats 1.09x, 0.89x, 1.20x: the learned decision without its view cost "
-                  "about the same then (0.085 s) as now, the oracle's moved.")
-
-
 def latency_rows() -> list[dict[str, Any]]:
     return json.loads(LATENCY.read_text()) if LATENCY.exists() else []
 
 
 def latency_section() -> list[str]:
-    rows = latency_rows()
-    L = ["## Decision time", ""]
-    if not rows:
-        return [*L, "Not measured yet: `benchmarks/round_latency.py --learned --gpus 16384` writes it.", ""]
-    L += ["From `benchmarks/round_latency.py --learned` (`docs/benchmarks/round_latency_learned.json`): the same "
-          "evolving 16,384-GPU state with the oracle's and with learned rates, in one run; CPU medians per decision. "
-          "A learned decision includes the view (registering arrivals, presenting and classifying every active "
-          "job); the estimator's refit runs when a round's observations are in, before the decision, and is shown "
-          "apart. Each row gives its date, its machine's load and its ratio per repeat (the table's ratio is of the "
-          "medians over all repeats).", "",
-          "| configuration | GPUs | oracle (s) | learned (s) | ratio | view (s) | refit (s) | classes "
-          "| measured (load) |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        L.append(f"| {r['label']} | {r['gpus']} | {r['oracle_cpu_median_s']:.4f} | {r['learned_cpu_median_s']:.4f} | "
-                 f"{r['learned_cpu_median_s'] / r['oracle_cpu_median_s']:.2f}x | {r['learned_refresh_median_s']:.4f} | "
-                 f"{r['learned_estimator_refresh_median_s']:.4f} | {r['learned_classes_median']:.0f} | "
-                 f"{r['date']} ({r.get('load', '?')}; per repeat "
-                 + ", ".join(f"{x:.2f}x" for x in r.get("ratio_per_repeat", [])) + ") |")
-    L.append("")
-    return L
+    return section_lines(latency_rows())
 
 
 def gavel_section() -> list[str]:

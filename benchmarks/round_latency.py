@@ -353,7 +353,8 @@ def tenants_main(args: argparse.Namespace, sizes: list[int]) -> None:
     # command of the run that measured its pair (the ratio is always within one run).
     command = ".venv/bin/python benchmarks/round_latency.py " + " ".join(sys.argv[1:])
     store = ROOT / "docs" / "benchmarks" / "round_latency_tenants.json"
-    rows = merge_rows(store, rows, lambda r: (r["label"], r["gpus"], r["tenants"]), {"date": today(), "command": command})
+    rows = merge_rows(store, rows, lambda r: (r["label"], r["gpus"], r["tenants"]),
+                      {"date": today(), "command": command})
     rows = [r for r in rows if r["tenants"] == args.tenants]
     rows.sort(key=lambda r: (CONFIGS.index(r["label"]) if r["label"] in CONFIGS else len(CONFIGS), r["gpus"]))
     store.write_text(json.dumps(rows, indent=1) + "\n")
