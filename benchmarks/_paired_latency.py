@@ -14,10 +14,16 @@ presenting and classifying every active job; also shown apart) and the decision 
 when a round's progress reports are in, the estimator is refitted: the simulator
 (``LearningObserver.end``) and the runtime (``before_decision``) both do it on the decision's path at
 every round, so it is reported beside the decision and in a second ratio that counts it.
+
+Python's garbage collector is held off during each measured refit and decision and collects between
+them: a full collection's pause depends on the whole process's heap (here two simulations of 16,384
+GPUs), not on the decision, and it fell on whichever decision crossed the allocation threshold (in
+a first version of this method, single pairs of one round read 0.5x or 2x by which run decided first).
 """
 
 from __future__ import annotations
 
+import gc
 import resource
 import threading
 import time
@@ -93,7 +99,11 @@ def _side(label: str, cluster, specs, seed: int, baton: Baton, me: int, rounds: 
                 raise Stop
             baton.take(me)  # the other side's next decision runs now; this one after it
             fits = len(observer.refresh_seconds) if observer is not None else 0
-            super()._decide(now)
+            gc.disable()  # collections run between the measured steps (module docstring)
+            try:
+                super()._decide(now)
+            finally:
+                gc.enable()
             if observer is not None and len(observer.refresh_seconds) > fits:
                 records[-1]["refit"] = observer.refresh_seconds[-1]
 
@@ -248,7 +258,10 @@ def report_lines(rows: list[dict], machine_text: str, warmup: int) -> list[str]:
         "passing a baton, one running at a time), so the k-th oracle and the k-th learned decision form a pair "
         "measured back to back; the ratio is the median over all pairs (rounds after "
         f"{warmup} warm-up rounds, times repeats; each repeat a process of its own, every other one with the "
-        "learned decision first in each pair), with its interquartile range and range. A learned decision "
+        "learned decision first in each pair), with its interquartile range and range; each repeat's whole-run "
+        "ratio (all measured learned decisions' CPU over the oracle's) beside it. Garbage collection is held off "
+        "during the measured steps and runs between them (its pauses depend on the process's heap, here two "
+        "simulations, not on the decision). A learned decision "
         "includes the scheduler's view of the jobs (registering arrivals, presenting every active job, re-keying "
         "those whose class changed; also shown on its own). The estimator's refit runs before it at every round "
         "(the simulator and the runtime both refit when a round's progress reports are in, on the decision's "
@@ -339,7 +352,9 @@ def section_lines(rows: list[dict]) -> list[str]:
             "and with learned rates in one process, the two runs alternating decision by decision, so that each "
             "oracle decision and the learned one after it (or before it, every other repeat) form a pair measured "
             "under the same load; CPU medians per decision and the median of the pairs' ratios with its "
-            "interquartile range. A learned decision includes the view (registering arrivals, presenting every "
+            "interquartile range, and each repeat's whole-run ratio (all measured decisions' CPU); garbage "
+            "collection is held off during the measured steps and runs between them. A learned decision includes "
+            "the view (registering arrivals, presenting every "
             "active job, re-keying those whose class changed); the estimator's refit runs before it at every round "
             "and is counted in the second ratio.", "",
             "| configuration | GPUs | oracle (s) | learned (s) | view (s) | ratio [IQR] | refit (s) "
