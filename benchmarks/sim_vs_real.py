@@ -310,7 +310,10 @@ SLURM_STOPS = (
 def report(results: list[dict[str, Any]], args: argparse.Namespace, summaries: list[dict[str, Any]]) -> str:
     slurm = args.executor == "slurm"
     loads = [r["load"] for r in results if r.get("load") is not None] or [math.nan]
-    repeats = max(s["repeats"] for s in summaries)
+    counts = sorted({s["repeats"] for s in summaries})
+    repeats = counts[-1]
+    times = f"{repeats} times" if len(counts) == 1 else f"{counts[0]}-{repeats} times (each row says how often)"
+    results = [r for g in groups(results) for r in g]  # a configuration's runs together
     files = len(args.resimulate or [])
     lines = [
         "## Simulator vs real runtime under Slurm (`benchmarks/sim_vs_real.py --executor slurm`)" if slurm else
@@ -318,7 +321,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, summaries: l
         "",
         f"Command: `.venv/bin/python benchmarks/sim_vs_real.py --jobs {args.jobs} --gpus {args.gpus} --seeds "
         f"{','.join(map(str, args.seed_list))} --configs {args.configs} --round-seconds {args.round_seconds:g}"
-        f"{' --executor slurm' if slurm else ''}{f' --repeats {repeats}' if repeats > 1 else ''}`. "
+        f"{' --executor slurm' if slurm else ''}"
+        f"{f' --repeats {repeats}' if len(counts) == 1 and repeats > 1 else ''}`. "
         f"Machine: {machine()}; load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at the end. Date: {today()}.",
         "",
@@ -348,7 +352,7 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, summaries: l
         "(when it started a run and another job was waiting), the GPUs stay idle in the real run, while the "
         "event-driven simulator decides at the completion itself.",
         "",
-        *([f"**Repeats.** Each (seed, configuration) ran {repeats} times for real. A real run is not repeatable "
+        *([f"**Repeats.** Each (seed, configuration) ran {times} for real. A real run is not repeatable "
            "(process starts, Slurm's scheduling passes, the machine's load), so the simulator is judged against the "
            "mean of the real runs' average JCTs, shown with its 95% interval (Student's t, R - 1 degrees of "
            "freedom) and the run-to-run spread (range and coefficient of variation, relative to the mean). The "
@@ -475,7 +479,8 @@ def main() -> None:
     summaries = [aggregate(g, pooled_simulation(g[0], args)) for g in groups(results)]
     for s in summaries:
         print(f"seed {s['seed']} {s['label']}: real mean {s['real_mean']:.2f} s [{s['real_lo']:.2f}, "
-              f"{s['real_hi']:.2f}] over {s['repeats']} runs {s['reals']}, sim (pooled calibration) "
+              f"{s['real_hi']:.2f}] over {s['repeats']} runs ({', '.join(f'{x:.2f}' for x in s['reals'])}), "
+              "sim (pooled calibration) "
               f"{s['sim_mean']:.2f} s: error {s['err']:.1%}", flush=True)
     if not args.no_write:
         section = "sim_vs_real_slurm" if args.executor == "slurm" else "sim_vs_real"
