@@ -26,7 +26,11 @@ real daemons started for it (``slurm_cluster.SlurmCluster``: one node of ``--gpu
 ``tesserae server --executor slurm``; it writes the `sim_vs_real_slurm` section.
 
     .venv/bin/python benchmarks/sim_vs_real.py [--jobs 24] [--gpus 4] [--seed 1 | --seeds 1,2,3]
-        [--configs tiresias-las:10,las] [--executor local|slurm]
+        [--configs tiresias-las:10,las] [--executor local|slurm] [--repeats R]
+
+A real run is not repeatable (its average JCT moves by several percent between identical runs), so
+``--repeats R`` runs each seed and configuration R times and judges the simulator, calibrated from
+all R runs pooled, against their mean with its 95% interval (``_sim_vs_real_repeats.py``).
 
 A runtime slow to stop (a Slurm job still being started cannot be signalled: see docs/slurm.md)
 shows in the stop latency first.
