@@ -98,3 +98,15 @@ def test_the_report_gives_every_run_the_interval_and_says_on_what_the_target_is_
     text = report(runs, args, [{**s, "sim_mean": 104.0, "err": 1 / 105}])
     assert "--repeats 2" in text and "100.0, 110.0" in text and "6.0%, 5.5%" in text
     assert "met on the mean of the repeats, not on every single run" in text
+
+
+def test_unequal_repeat_counts_are_said_and_not_shown_as_one_repeats_option() -> None:
+    args = argparse.Namespace(jobs=6, gpus=4, seed_list=[1, 2], configs="las", round_seconds=5.0, executor="slurm",
+                              spi=0.05, mean_gap=1.5, event_driven=True, placement="consolidated", resimulate=None)
+    runs = [_single(1, 1, 100.0, 98.0), _single(2, 1, 90.0, 89.0), _single(1, 2, 104.0, 101.0)]
+    summaries = [aggregate(g, pooled_simulation(g[0], args)) for g in groups(runs)]
+    text = report(runs, args, summaries)
+    assert "ran 1-2 times (each row says how often)" in text and "--repeats" not in text.split("\n")[2]
+    # A configuration's runs are together in the per-run table: seed 1's two runs, then seed 2's.
+    rows = [line.split(" | ") for line in text.splitlines() if line.startswith("| ")]
+    assert [r[:2] for r in rows if r[2] == "`las:consolidated`"] == [["| 1", "1"], ["| 1", "2"], ["| 2", "1"]]
