@@ -26,7 +26,11 @@ real daemons started for it (``slurm_cluster.SlurmCluster``: one node of ``--gpu
 ``tesserae server --executor slurm``; it writes the `sim_vs_real_slurm` section.
 
     .venv/bin/python benchmarks/sim_vs_real.py [--jobs 24] [--gpus 4] [--seed 1 | --seeds 1,2,3]
-        [--configs tiresias-las:10,las] [--executor local|slurm]
+        [--configs tiresias-las:10,las] [--executor local|slurm] [--repeats R]
+
+A real run is not repeatable (its average JCT moves by several percent between identical runs), so
+``--repeats R`` runs each seed and configuration R times and judges the simulator, calibrated from
+all R runs pooled, against their mean with its 95% interval (``_sim_vs_real_repeats.py``).
 
 A runtime slow to stop (a Slurm job still being started cannot be signalled: see docs/slurm.md)
 shows in the stop latency first.
@@ -52,6 +56,7 @@ from typing import Any
 import httpx
 
 from _report import ROOT, machine, today, update_section
+from _sim_vs_real_repeats import aggregate, groups, report_lines
 from _sim_vs_real_state import (
     completion_gaps,
     measured_overheads,
@@ -257,7 +262,8 @@ def simulate_against(jobs: list[dict[str, Any]], real: dict[int, Any], args: arg
              "preemptions": real[j["id"]]["preemptions"], "submit": real[j["id"]]["submit_time"]}
             for j in jobs]
     out = {"label": label, "seed": args.seed, "policy": args.policy, "queues": args.queues, "state": str(state),
-           "stops": stops, "rows": rows, "wall": wall, "overhead": overhead,
+           "repeat": getattr(args, "repeat", 1), "stops": stops, "signals": signals, "rows": rows, "wall": wall,
+           "overhead": overhead,
            "overheads": overheads, "stop_latency": stop_latency, "old_overhead": old_overhead,
            "signal_delay": signal_delay,
            "gaps": gaps,
@@ -305,22 +311,30 @@ SLURM_STOPS = (
     "after the fix), which the simulator charges to every start.")
 
 
-def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
+def report(results: list[dict[str, Any]], args: argparse.Namespace, summaries: list[dict[str, Any]]) -> str:
     slurm = args.executor == "slurm"
     loads = [r["load"] for r in results if r.get("load") is not None] or [math.nan]
+    counts = sorted({s["repeats"] for s in summaries})
+    repeats = counts[-1]
+    times = f"{repeats} times" if len(counts) == 1 else f"{counts[0]}-{repeats} times (each row says how often)"
+    results = [r for g in groups(results) for r in g]  # a configuration's runs together
+    files = len(args.resimulate or [])
     lines = [
         "## Simulator vs real runtime under Slurm (`benchmarks/sim_vs_real.py --executor slurm`)" if slurm else
         "## Simulator vs real runtime (`benchmarks/sim_vs_real.py`)",
         "",
         f"Command: `.venv/bin/python benchmarks/sim_vs_real.py --jobs {args.jobs} --gpus {args.gpus} --seeds "
         f"{','.join(map(str, args.seed_list))} --configs {args.configs} --round-seconds {args.round_seconds:g}"
-        f"{' --executor slurm' if slurm else ''}`. Machine: {machine()}; load average "
+        f"{' --executor slurm' if slurm else ''}"
+        f"{f' --repeats {repeats}' if len(counts) == 1 and repeats > 1 else ''}`. "
+        f"Machine: {machine()}; load average "
         f"{', '.join(f'{x:.2f}' for x in os.getloadavg())} at the end. Date: {today()}.",
         "",
-        *([f"The real runs are those of an earlier `--keep --json` run of this command (ended {results[0]['date']} "
-           f"to {results[-1]['date']}, load average {min(loads):.1f}-{max(loads):.1f}), simulated again from "
-           "their kept state folders "
-           f"with `--resimulate` on {today()}.", ""] if args.resimulate is not None else []),
+        *([f"The real runs are those of {'an earlier' if files == 1 else files} `--keep --json` run"
+           f"{'s' if files > 1 else ''} of this command without `--repeats` (ended {min(r['date'] for r in results)}"
+           f" to {max(r['date'] for r in results)}, load average {min(loads):.1f}-{max(loads):.1f}), "
+           f"{'each run of a (seed, configuration) one repeat, ' if files > 1 else ''}simulated again from their "
+           f"kept state folders with `--resimulate` on {today()}.", ""] if args.resimulate is not None else []),
         f"Workload (seeds {', '.join(map(str, args.seed_list))}): {args.jobs} toy jobs (`examples/toy_trainer.py`, "
         f"{args.spi:g} s per "
         f"iteration, 3-12 s of work each, 1, 2 or 4 GPUs, Poisson arrivals every {args.mean_gap:g} s on average) on "
@@ -342,16 +356,29 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "(when it started a run and another job was waiting), the GPUs stay idle in the real run, while the "
         "event-driven simulator decides at the completion itself.",
         "",
-        "| seed | configuration | real avg JCT (s) | sim avg JCT (s) | **avg JCT error** | per-job error: mean / "
+        *([f"**Repeats.** Each (seed, configuration) ran {times} for real. A real run is not repeatable "
+           "(process starts, Slurm's scheduling passes, the machine's load), so the simulator is judged against the "
+           "mean of the real runs' average JCTs, shown with its 95% interval (Student's t, R - 1 degrees of "
+           "freedom) and the run-to-run spread (range and coefficient of variation, relative to the mean). The "
+           "simulation is calibrated from all the runs of a (seed, configuration) **pooled**: the overhead, the "
+           "stop latency and the signal delay are each the mean over every start or stop of all its runs. They "
+           "are the runtime's, not one run's, and a calibration per run would fit that run's own noise, which a "
+           "simulator used to predict does not have. Each run's own submit times are replayed with it, and the "
+           "simulator's average is the mean of those simulations. So that nothing is hidden, the table also "
+           "gives each run's error against that simulation, and each run's error against the simulation "
+           "calibrated from it alone (the per-run table below), and the error of the mean of those per-run "
+           "simulations.", "", *report_lines(summaries), "", "Each run:", ""] if repeats > 1 else []),
+        "| seed | run | configuration | real avg JCT (s) | sim avg JCT (s) | **avg JCT error** | per-job error: mean / "
         "median / max | preemptions real / sim | restart overhead (s) | stop latency: mean / max (of which still "
         "running) | previous "
         "calibration: overhead, avg JCT error | no overhead, no stop latency: avg JCT error | a job's end -> next "
         "decision: mean / max |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         lines.append(
-            f"| {r['seed']} | `{r['label']}` | {r['real_avg']:.2f} | {r['sim_avg']:.2f} | **{r['avg_err']:.1%}** | "
+            f"| {r['seed']} | {r.get('repeat', 1)} | `{r['label']}` | {r['real_avg']:.2f} | "
+            f"{r['sim_avg']:.2f} | **{r['avg_err']:.1%}** | "
             f"{statistics.mean(r['per_job']):.1%} / {statistics.median(r['per_job']):.1%} / {max(r['per_job']):.1%} | "
             f"{r['real_preempt']} / {r['sim_preempt']} | {r['overhead']:.2f} (over {len(r['overheads'])} runs) | "
             f"{_mean_max(r['stops'])} ({r.get('signal_delay', 0.0):.2f} s; over {len(r['stops'])} stops) | "
@@ -360,7 +387,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     met = all(r["avg_err"] <= 0.05 for r in results)
     lines += [
         "",
-        f"Target: average JCT within 5%: {'met by every configuration' if met else 'NOT met by every configuration'}.",
+        f"Target: average JCT within 5%: {'met by every run' if met else 'NOT met by every run'} (each simulated "
+        "with its own calibration)" + (", see the repeats above for the mean." if repeats > 1 else "."),
         "Per-job errors come from jobs whose turn depends on near-ties (two jobs with almost the same attained "
         "service, a completion a few milliseconds before or after a round): such a job takes a different path in "
         "the two runs while the average holds. Plain `las`, which preempts at every arrival and every round, is "
@@ -369,7 +397,8 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     if slurm:
         lines += ["", SLURM_STOPS]
     for r in results:
-        lines += ["", f"<details><summary>Per job, seed {r['seed']}, <code>{r['label']}</code> (real run: "
+        lines += ["", f"<details><summary>Per job, seed {r['seed']}, <code>{r['label']}</code>, run "
+                  f"{r.get('repeat', 1)} (real run: "
                   f"{r['wall']:.0f} s of wall time, makespan {r['makespan']:.1f} s)</summary>", "",
                   "| job | GPUs | iterations | real JCT (s) | sim JCT (s) | error | real preemptions | previous "
                   "calibration: sim JCT (s) |",
@@ -382,12 +411,21 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace) -> str:
     return "\n".join(lines)
 
 
+def pooled_simulation(run: dict[str, Any], args: argparse.Namespace) -> Any:
+    """``run_sim`` for the configuration of this run, as ``aggregate`` calls it."""
+    one = argparse.Namespace(**{**vars(args), "seed": run["seed"]}, policy=run["policy"], queues=run["queues"])
+    return lambda jobs, real, overhead, stop, signal_delay: run_sim(jobs, real, one, overhead, stop, signal_delay)
+
+
 def resimulate(args: argparse.Namespace) -> list[dict[str, Any]]:
     """The results of ``--resimulate FILE``: each kept real run simulated again."""
     results = []
-    for old in json.loads(args.resimulate.read_text()):
+    olds = [old for path in args.resimulate for old in json.loads(path.read_text())]
+    for old in olds:
         state = Path(old["state"])
-        one = argparse.Namespace(**{**vars(args), "seed": old["seed"]}, policy=old["policy"], queues=old["queues"])
+        repeat = sum(o["seed"] == old["seed"] and o["label"] == old["label"] for o in olds[:len(results)]) + 1
+        one = argparse.Namespace(**{**vars(args), "seed": old["seed"], "repeat": repeat}, policy=old["policy"],
+                                 queues=old["queues"])
         real = real_from_state(state)
         by_name = {v["name"]: i for i, v in real.items()}
         jobs = [{**j, "id": by_name[f"toy-{j['index']}"]} for j in workload(args.jobs, old["seed"], args.spi,
@@ -415,9 +453,12 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true", help="Keep the state folders.")
     ap.add_argument("--no-write", action="store_true", help="Do not update BENCHMARKS.md.")
     ap.add_argument("--json", type=Path, default=None, help="Also write every result (per job too) to this file.")
-    ap.add_argument("--resimulate", type=Path, default=None, help="No real run: simulate again the real runs whose "
-                    "results --keep --json wrote to this file (their state folders kept), with this simulator; "
-                    "the other options must be those of that run.")
+    ap.add_argument("--repeats", type=int, default=1, help="Real runs of each (seed, configuration); with more than "
+                    "one, the simulator (calibrated from all of them pooled) is judged against their mean.")
+    ap.add_argument("--resimulate", type=Path, nargs="+", default=None, help="No real run: simulate again the real "
+                    "runs whose results --keep --json wrote to these files (their state folders kept), with this "
+                    "simulator; runs of the same seed and configuration are repeats; the other options must be "
+                    "those of those runs.")
     ap.add_argument("--executor", choices=("local", "slurm"), default="local",
                     help="Where the real run happens: virtual GPUs here, or real Slurm daemons started for it.")
     args = ap.parse_args()
@@ -426,19 +467,28 @@ def main() -> None:
         args.seed_list = [int(x) for x in args.seeds.split(",")] if args.seeds else [args.seed]
     except ValueError:
         ap.error(f"--seeds takes comma-separated integers, not {args.seeds!r}")
+    if args.repeats < 1:
+        ap.error(f"--repeats takes a count of at least 1, not {args.repeats}")
     results = [] if args.resimulate is None else resimulate(args)
     for seed in args.seed_list if args.resimulate is None else []:
         jobs = workload(args.jobs, seed, args.spi, args.mean_gap)
         for config in args.configs.split(","):
             policy, _, queues = config.partition(":")
-            one = argparse.Namespace(**{**vars(args), "seed": seed}, policy=policy,
-                                     queues=queues.replace("/", ",") or None)
-            results.append(one_config(jobs, one))
+            for repeat in range(1, args.repeats + 1):
+                one = argparse.Namespace(**{**vars(args), "seed": seed, "repeat": repeat}, policy=policy,
+                                         queues=queues.replace("/", ",") or None)
+                results.append(one_config(jobs, one))
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1))
+    summaries = [aggregate(g, pooled_simulation(g[0], args)) for g in groups(results)]
+    for s in summaries:
+        print(f"seed {s['seed']} {s['label']}: real mean {s['real_mean']:.2f} s [{s['real_lo']:.2f}, "
+              f"{s['real_hi']:.2f}] over {s['repeats']} runs ({', '.join(f'{x:.2f}' for x in s['reals'])}), "
+              "sim (pooled calibration) "
+              f"{s['sim_mean']:.2f} s: error {s['err']:.1%}", flush=True)
     if not args.no_write:
         section = "sim_vs_real_slurm" if args.executor == "slurm" else "sim_vs_real"
-        update_section(section, report(results, args))
+        update_section(section, report(results, args, summaries))
         print(f"wrote the {section} section of BENCHMARKS.md")
 
 
