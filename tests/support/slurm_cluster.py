@@ -301,12 +301,13 @@ class SlurmCluster:
         return all(saved >= s + 1 for s in starts)
 
     def state_quiet(self, seconds: float = 5.5) -> bool:
-        """No state save for ``seconds`` (more than ``SAVE_MAX_WAIT``): nothing waits to be saved, and the next
-        change is saved at once, the one after it only 5 s later."""
-        try:
-            return time.time() - (self.root / "ctld" / "job_state").stat().st_mtime >= seconds
+        """No state save (of jobs, nodes, partitions...) for ``seconds``, more than ``SAVE_MAX_WAIT``: nothing waits
+        to be saved, so the next change is saved at once, and the one after it only 5 s later."""
+        try:  # slurmctld renames a save into place through a moment without the file
+            saved = [p.stat().st_mtime for p in (self.root / "ctld").glob("*_state")]
         except OSError:
             return False
+        return bool(saved) and time.time() - max(saved) >= seconds
 
     def restart_ctld(self, signum: int = signal.SIGKILL) -> None:
         self.kill("slurmctld", signum)

@@ -28,8 +28,10 @@
 - **Restarts.** The server records its renewals in the store; a restarted server takes over
   every run whose parts all still run (``adopt``), revokes the others before it renews anything,
   and closes them once they have surely stopped. Slurm's own restarts (``slurmctld``) change
-  nothing: its jobs and their launchers go on; the polls and ``sbatch`` just fail meanwhile (a
-  run that cannot be submitted is requeued).
+  nothing for the jobs whose start it saved: they and their launchers go on; the polls and
+  ``sbatch`` just fail meanwhile (a run that cannot be submitted is requeued). A job a crashed
+  ``slurmctld`` forgot (it saves at most every 5 s) it kills on its node: that run is revoked and
+  lost (``runs``), and its launcher never starts it again.
 - **Checks at start** (``settings``): the ``slurm.conf`` settings that let Slurm start exactly what
   Tesserae decided, nothing else, and stop nothing on its own.
 
