@@ -259,10 +259,12 @@ def test_slurms_word_that_it_forgot_a_part(tmp_path: Path) -> None:
         d.mkdir(parents=True)
         return Part(PartPlan(0, "n1", "127.0.0.1", (("n1", 0),), ("0",), 0, 1), str(d))
 
+    assert part(tmp_path / "none").forgotten_by(None, 1.0, 1.0)
     p = part(tmp_path / "a")
-    assert p.forgotten_by(None, 1.0, 1.0)
     assert not p.forgotten_by(job("PENDING"), 1.0, 1.0) and not p.forgotten_by(job("RUNNING"), 2.0, 2.0)
-    assert p.forgotten_by(job("PENDING"), 3.0, 3.0) and not p.forgotten_by(job("COMPLETED"), 4.0, 4.0)
+    assert p.forgotten_by(job("PENDING"), 3.0, 3.0)
+    assert p.forgotten_by(job("CANCELLED"), 4.0, 4.0)  # once forgotten, Slurm's word is no proof (its scancel)
+    assert not part(tmp_path / "c").forgotten_by(job("COMPLETED"), 4.0, 4.0)
     q = part(tmp_path / "b")
     (Path(q.part_dir) / LAUNCHED_FILE).write_text("1.0 5\n")
     assert not q.forgotten_by(job("PENDING"), 9.0, 10.0)  # the poll began before the file was seen

@@ -7,6 +7,8 @@
 - across a ``slurmd`` kill, a server SIGKILL and a ``slurmctld`` restart no run of a job ever runs
   twice, nor after it was declared lost (the job's own heartbeat file), and nothing is lost beyond
   a checkpoint;
+- a run a SIGKILLed slurmctld forgot (started within its 5 s state-save window), which Slurm kills on
+  its node and may start again, is lost once and never runs twice; the run it had saved goes on;
 - a slurm.conf that would let Slurm start or stop runs on its own stops the server with one line.
 """
 

@@ -62,6 +62,7 @@ class Part(RunPart):
     pending_noted: bool = False
     ran: bool = False  # a poll showed its job running
     launched_at: float | None = None  # time.monotonic() when its launcher's LAUNCHED_FILE was first seen
+    forgot: bool = False  # slurmctld forgot its job: nothing Slurm says of it is proof any more
     looked: float = 0.0  # time.monotonic() when its exit record was last looked for
 
     def forgotten_by(self, st: JobState | None, polled_at: float, now: float) -> bool:
@@ -69,15 +70,18 @@ class Part(RunPart):
         shows that slurmctld forgot it: no such job, or pending although it ran (a poll showed it running, or its
         launcher's file was seen before this poll started). slurmctld saves its state at most every 5 s: one
         restarted after a SIGKILL comes back without what changed since, kills such a job when its node
-        registers, and may start it again."""
-        if st is None:
+        registers, and may start it again. Once forgotten, always: its cancellation, say, does not stop a launcher
+        whose slurmd has not heard of it yet."""
+        if self.forgot or st is None:
+            self.forgot = True
             return True
         self.ran = self.ran or st.state == "RUNNING"
         if st.state != "PENDING":
             return False
         if self.launched_at is None and os.path.exists(os.path.join(self.part_dir, LAUNCHED_FILE)):
             self.launched_at = now
-        return self.ran or (self.launched_at is not None and polled_at > self.launched_at)
+        self.forgot = self.ran or (self.launched_at is not None and polled_at > self.launched_at)
+        return self.forgot
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "name": self.name, "slurm_id": self.slurm_id,
