@@ -216,3 +216,57 @@ def test_a_stop_in_the_lease_file_reaches_the_job_as_sigterm_or_starts_nothing(t
     part, proc = _launch(asked, [sys.executable, "-c", job], {"PATH": os.environ["PATH"]}, path)
     assert proc.wait(30) == 75 and not started.exists()
     assert (read_exit(str(part)) or (0,))[0] == 75
+
+
+def test_a_launcher_slurm_starts_a_second_time_starts_nothing(tmp_path: Path) -> None:
+    """A slurmctld restarted without its last state save kills a job it forgot on its node and may start it again
+    (issue 28): the part's second launcher starts nothing and records ``orphaned`` (the run is lost and requeued);
+    one started again after the part ended leaves the first one's record alone."""
+    from tesserae.runtime.slurm.launcher import LAUNCHED_FILE
+
+    path = tmp_path / lease.LEASE_FILE
+    lease.write(str(path), time.time(), 30.0, [])
+    ran = tmp_path / "ran"
+    part, proc = _launch(tmp_path, ["/bin/sh", "-c", f"echo x >> {ran}"], {"PATH": os.environ["PATH"]}, path)
+    assert proc.wait(30) == 0 and ran.read_text() == "x\n" and (part / LAUNCHED_FILE).exists()
+    assert (read_exit(str(part)) or (1,))[0] == 0
+    from tesserae.runtime.slurm import launcher
+
+    again = subprocess.run([sys.executable, "-I", launcher.__file__, str(part)], env={"PATH": os.environ["PATH"]},
+                           timeout=30)
+    assert again.returncode == 0 and ran.read_text() == "x\n" and (read_exit(str(part)) or (1,))[0] == 0
+    (part / "exit.json").unlink()  # the first launcher was killed (SIGKILL: no record)
+    again = subprocess.run([sys.executable, "-I", launcher.__file__, str(part)], env={"PATH": os.environ["PATH"]},
+                           timeout=30)
+    code, _t, orphaned, why = read_exit(str(part)) or (0, 0.0, False, "")
+    assert again.returncode != 0 and ran.read_text() == "x\n", "the command ran a second time"
+    assert orphaned and code == -9 and "second time" in why
+
+
+def test_slurms_word_that_it_forgot_a_part(tmp_path: Path) -> None:
+    """No such job, or pending after it ran (a poll showed it running, or its launcher's file was seen before the
+    poll started), is slurmctld forgetting the part (a restart without its last state save); pending before that,
+    or a poll that may predate the launcher's start, is not."""
+    from tesserae.runtime.ray.layout import PartPlan
+    from tesserae.runtime.slurm.commands import JobState
+    from tesserae.runtime.slurm.launcher import LAUNCHED_FILE
+    from tesserae.runtime.slurm.runs import Part
+
+    def job(state: str) -> JobState:
+        return JobState(5, "tsr-r1-p0", state, "n1" if state != "PENDING" else "", "None")
+
+    def part(d: Path) -> Part:
+        d.mkdir(parents=True)
+        return Part(PartPlan(0, "n1", "127.0.0.1", (("n1", 0),), ("0",), 0, 1), str(d))
+
+    assert part(tmp_path / "none").forgotten_by(None, 1.0, 1.0)
+    p = part(tmp_path / "a")
+    assert not p.forgotten_by(job("PENDING"), 1.0, 1.0) and not p.forgotten_by(job("RUNNING"), 2.0, 2.0)
+    assert p.forgotten_by(job("PENDING"), 3.0, 3.0)
+    assert p.forgotten_by(job("CANCELLED"), 4.0, 4.0)  # once forgotten, Slurm's word is no proof (its scancel)
+    assert not part(tmp_path / "c").forgotten_by(job("COMPLETED"), 4.0, 4.0)
+    q = part(tmp_path / "b")
+    (Path(q.part_dir) / LAUNCHED_FILE).write_text("1.0 5\n")
+    assert not q.forgotten_by(job("PENDING"), 9.0, 10.0)  # the poll began before the file was seen
+    assert not q.forgotten_by(job("PENDING"), 10.0, 10.5)
+    assert q.forgotten_by(job("PENDING"), 10.1, 11.0)  # a poll begun after: Slurm ran it, shows it pending

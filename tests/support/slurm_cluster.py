@@ -285,6 +285,30 @@ class SlurmCluster:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(30)
 
+    def jobs_saved(self) -> bool:
+        """Whether slurmctld's state file holds the start of every job running now.
+
+        slurmctld writes its state at most every ``SAVE_MAX_WAIT`` (5) seconds (``state_save.c``): one
+        SIGKILLed earlier is started again without the jobs started since (or with them pending), and it
+        kills them on their nodes when those nodes' ``slurmd`` register. A save whose file time is at least
+        a second past a job's start (``StartTime``, whole seconds) was written after Slurm started it."""
+        out = self.command("squeue", "--noheader", "--states=running", "--format=%S", check=False).stdout.split()
+        starts = [time.mktime(time.strptime(s, "%Y-%m-%dT%H:%M:%S")) for s in out if s[:1].isdigit()]
+        try:
+            saved = (self.root / "ctld" / "job_state").stat().st_mtime
+        except OSError:
+            return False
+        return all(saved >= s + 1 for s in starts)
+
+    def state_quiet(self, seconds: float = 5.5) -> bool:
+        """No state save (of jobs, nodes, partitions...) for ``seconds``, more than ``SAVE_MAX_WAIT``: nothing waits
+        to be saved, so the next change is saved at once, and the one after it only 5 s later."""
+        try:  # slurmctld renames a save into place through a moment without the file
+            saved = [p.stat().st_mtime for p in (self.root / "ctld").glob("*_state")]
+        except OSError:
+            return False
+        return bool(saved) and time.time() - max(saved) >= seconds
+
     def restart_ctld(self, signum: int = signal.SIGKILL) -> None:
         self.kill("slurmctld", signum)
         self._spawn("slurmctld", [_tool("slurmctld"), "-D", "-f", self.conf])

@@ -28,8 +28,10 @@
 - **Restarts.** The server records its renewals in the store; a restarted server takes over
   every run whose parts all still run (``adopt``), revokes the others before it renews anything,
   and closes them once they have surely stopped. Slurm's own restarts (``slurmctld``) change
-  nothing: its jobs and their launchers go on; the polls and ``sbatch`` just fail meanwhile (a
-  run that cannot be submitted is requeued).
+  nothing for the jobs whose start it saved: they and their launchers go on; the polls and
+  ``sbatch`` just fail meanwhile (a run that cannot be submitted is requeued). A job a crashed
+  ``slurmctld`` forgot (it saves at most every 5 s) it kills on its node: that run is revoked and
+  lost (``runs``), and its launcher never starts it again.
 - **Checks at start** (``settings``): the ``slurm.conf`` settings that let Slurm start exactly what
   Tesserae decided, nothing else, and stop nothing on its own.
 
@@ -352,7 +354,8 @@ class SlurmExecutor:
     def _judge(self, run: SlurmRun, p: Part, snap: Snapshot, now: float) -> None:
         fresh = p.slurm_id is not None and snap.jobs_at > p.submitted
         st = snap.jobs.get(p.slurm_id) if fresh and p.slurm_id is not None else None
-        inactive = fresh and (st is None or st.state in FINAL)
+        forgotten = fresh and p.forgotten_by(st, snap.jobs_at, now)
+        inactive = forgotten or (st is not None and st.state in FINAL)
         # The exit record comes before Slurm's word (the launcher writes it, then exits): look for it at most
         # every RECORD_LOOK seconds, at once when Slurm says the job ended.
         if inactive or now - p.looked >= RECORD_LOOK:
@@ -376,14 +379,17 @@ class SlurmExecutor:
                          "may hold its GPUs (the partition must be Tesserae's alone)")
             return
         node = self.roster.nodes.get(p.plan.node_id)
-        if (st is None or st.state != "NODE_FAIL") and node is not None and not node.silent:
+        if st is not None and not forgotten and st.state != "NODE_FAIL" and node is not None and not node.silent:
             # Slurm ended it where slurmd answers: COMPLETED is the launcher's exit 0, whose record this
             # server does not see yet (a shared file system's cache); otherwise the launcher was killed.
-            completed = st is not None and st.state == "COMPLETED"
+            completed = st.state == "COMPLETED"
             p.end(0 if completed else None, time.time(), not completed)
         elif p.revoked_at is None:
-            self.log(f"slurm: part {p.plan.index} of {run.marker}: Slurm says {st.state if st else 'nothing'} on "
-                     f"{p.plan.node_id}, which does not answer; revoked, it ends on its record or its lease")
+            why = (f"Slurm {'shows it pending again' if st else 'has no such job'}: a restarted slurmctld forgot "
+                   "it" if forgotten else f"Slurm says {st.state if st else 'nothing'} on {p.plan.node_id}, which "
+                   "does not answer")
+            self.log(f"slurm: part {p.plan.index} of {run.marker} (job {p.slurm_id}): {why}; revoked, it ends on its "
+                     "record or its lease")
             self._revoke([p])
 
     def _node_left(self, node: SlurmNode) -> None:
@@ -418,11 +424,12 @@ class SlurmExecutor:
             if self.layouts is not None:
                 self.layouts.save(self.runs[marker])
         ids = [p.slurm_id for p in parts if p.slurm_id is not None]
-        try:
-            self.slurm.cancel(ids, signal="KILL", full=True)
-            self.slurm.cancel(ids)
-        except SlurmError as e:
-            self.log(f"slurm: cannot cancel {', '.join(map(str, ids))}: {e} (their leases stop them)")
+        # SIGKILL to the jobs Slurm runs (a pending one it refuses: scancel retries 5 s later); all are cancelled.
+        for which, signal in ((self._poller.snap.running(parts), "KILL"), (ids, None)):
+            try:
+                self.slurm.cancel(which, signal=signal, full=signal is not None)
+            except SlurmError as e:
+                self.log(f"slurm: cannot cancel {', '.join(map(str, which))}: {e} (their leases stop them)")
 
     def _fence_end(self, p: Part) -> float:
         assert p.revoked_at is not None

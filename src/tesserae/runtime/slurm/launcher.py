@@ -28,6 +28,11 @@ Its lease (``lease``): read every 0.25 s on a thread of its own; when the server
 or the lease runs out, the launcher kills every process of the part, records ``orphaned`` and
 exits (``ray_launcher.fence``). It starts nothing without a lease.
 
+It runs at most once per part (``claim``): Slurm itself may start a part's job a second time (a
+``slurmctld`` SIGKILLed before its state save comes back with the job pending, kills it on its node
+when the node registers, and starts it again). Such a second launcher starts nothing: it stops what
+is left of the part and records ``orphaned`` (the run is lost and requeued, once).
+
 Standard library only (and the runtime's standard-library-only modules).
 """
 
@@ -46,13 +51,15 @@ from tesserae.job import PREEMPTED_EXIT_CODE
 from tesserae.runtime.executor import node_net
 from tesserae.runtime.job import files as job_files
 from tesserae.runtime.launch import procs
-from tesserae.runtime.launch.supervise import Copies, status_code, write_exit
+from tesserae.runtime.launch.supervise import EXIT_FILE, Copies, status_code, write_exit
 from tesserae.runtime.local.launcher import _child_setup, parse_account
 from tesserae.runtime.ray.launcher import fence
 from tesserae.runtime.slurm.lease import Lease
 
 SPEC_FILE = "launch.json"
 MASTER_FILE = "master.json"
+#: Created by a part's first launcher (``claim``): a launcher that finds it was started a second time by Slurm.
+LAUNCHED_FILE = "launched"
 _WATCH = 0.25
 #: How long a part waits for the rank-0 part to publish its MASTER_PORT.
 MASTER_WAIT = 300.0
@@ -72,6 +79,19 @@ def read_master(run_dir: str) -> int | None:
     except (ValueError, KeyError, TypeError):
         return None
     return port if port is not None and 0 < port < 65536 else None
+
+
+def claim(part_dir: str) -> bool:
+    """Take the part's one launch (``PART_DIR/launched``, created exclusively); False when a launcher of this part
+    already started (Slurm started its job again: see the module docstring)."""
+    try:
+        fd = os.open(os.path.join(part_dir, LAUNCHED_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{time.time()} {os.environ.get('SLURM_JOB_ID', '')}\n")
+    return True
 
 
 def _keep_reading(lease: Lease) -> None:
@@ -140,6 +160,12 @@ def main(argv: list[str]) -> int:
     lease.refresh()
     threading.Thread(target=_keep_reading, args=(lease,), daemon=True, name="lease").start()
     _to_log(spec["log"])
+    if not claim(part_dir):
+        if os.path.exists(os.path.join(part_dir, EXIT_FILE)):  # the first launcher's record stands
+            print("tesserae: Slurm started this part again after it ended; nothing is started", flush=True)
+            return 0
+        fence(copies, part_dir, "Slurm started this part a second time (a restarted slurmctld forgot it had "
+              "started it); nothing is started again, the run is requeued", procs.MARKER_VAR, part_dir)
     why = lease.why_stop(time.monotonic())
     if why is not None:
         fence(copies, part_dir, why, procs.MARKER_VAR, part_dir)

@@ -12,9 +12,11 @@ How a part ends (``Part.end``): its launcher's exit record (``PART_DIR/exit.json
 its job ended while its node answers (its launcher was killed with it: no code, the run is lost);
 or the end of its fence (revoked ``LEASE + MARGIN`` ago: whatever it was, it has stopped). A job
 Slurm says ``COMPLETED`` ended with its launcher's exit 0 even if its record is not seen yet.
-``NODE_FAIL``, or the end of a job on a node that does not answer, is no proof: the part is
-revoked and waited for. The gang rule is the Ray executor's: a part that fails or is lost stops
-the rest (SIGTERM, SIGKILL after the grace period); a lost part makes the run lost.
+``NODE_FAIL``, the end of a job on a node that does not answer, a job Slurm does not list, or one
+it shows pending again after it ran (a ``slurmctld`` restarted without its last state save forgot
+it, and kills it when its node registers) is no proof: the part is revoked and waited for. The
+gang rule is the Ray executor's: a part that fails or is lost stops the rest (SIGTERM, SIGKILL
+after the grace period); a lost part makes the run lost.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from typing import Any
 from tesserae.runtime.launch.supervise import EXIT_FILE
 from tesserae.runtime.ray.gangs import RunPart
 from tesserae.runtime.ray.layout import PartPlan, aggregate_exit
+from tesserae.runtime.slurm.commands import JobState
+from tesserae.runtime.slurm.launcher import LAUNCHED_FILE
 from tesserae.runtime.store.run_layouts import RunLayouts
 
 
@@ -56,7 +60,28 @@ class Part(RunPart):
     submitted: float = 0.0  # time.monotonic() of its sbatch (a poll older than that knows nothing of it)
     revoked_at: float | None = None  # time.monotonic() when its revocation was written
     pending_noted: bool = False
+    ran: bool = False  # a poll showed its job running
+    launched_at: float | None = None  # time.monotonic() when its launcher's LAUNCHED_FILE was first seen
+    forgot: bool = False  # slurmctld forgot its job: nothing Slurm says of it is proof any more
     looked: float = 0.0  # time.monotonic() when its exit record was last looked for
+
+    def forgotten_by(self, st: JobState | None, polled_at: float, now: float) -> bool:
+        """Whether Slurm's word of the part's job (``st``, from a poll started at ``polled_at``, after its submission)
+        shows that slurmctld forgot it: no such job, or pending although it ran (a poll showed it running, or its
+        launcher's file was seen before this poll started). slurmctld saves its state at most every 5 s: one
+        restarted after a SIGKILL comes back without what changed since, kills such a job when its node
+        registers, and may start it again. Once forgotten, always: its cancellation, say, does not stop a launcher
+        whose slurmd has not heard of it yet."""
+        if self.forgot or st is None:
+            self.forgot = True
+            return True
+        self.ran = self.ran or st.state == "RUNNING"
+        if st.state != "PENDING":
+            return False
+        if self.launched_at is None and os.path.exists(os.path.join(self.part_dir, LAUNCHED_FILE)):
+            self.launched_at = now
+        self.forgot = self.ran or (self.launched_at is not None and polled_at > self.launched_at)
+        return self.forgot
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "name": self.name, "slurm_id": self.slurm_id,
