@@ -30,7 +30,11 @@ them; ``--tiresias`` and ``--gavel`` are their folders):
   ``scripts/drivers/simulate_scheduler_with_trace.py``; its traces are written by its own
   ``scripts/utils/generate_trace.py`` into ``--work``. ``max_min_fairness_perf`` is ours
   ``gavel-maxmin``, ``max_min_fairness_packed`` is ``gavel-maxmin --packing`` and ``fifo_perf``
-  is ``gavel-fifo``, on one-GPU servers with 360 s rounds and no restart cost.
+  is ``gavel-fifo``, on one-GPU servers with 360 s rounds and no restart cost. ``--gavel-size N``
+  (a multiple of 12) scales the fidelity study's traces to N GPUs at the same offered load (jobs
+  x N/12, inter-arrival x 12/N) on N/3 GPUs of each type: its cases are ``gavel:multi_gN:...`` and
+  ``gavel:single_gN:...``. The largest sizes were run one case at a time, e.g.
+  ``--gavel-size 3072 --case gavel:multi_g3072:max_min_fairness_perf --cpu-limit 1500``.
 
 Inputs for Tiresias: its own ``60_job.csv`` and windows of the Philly-derived trace (job types
 drawn with seed 0, whole seconds, Tiresias' job CSV), each on one node. ``--write`` puts the table
