@@ -301,7 +301,9 @@ def table(rows: list[dict]) -> str:
              "| peer CPU (s) | ours CPU (s) | CPU ours / peer | ours simulating (s) | avg JCT peer / ours (s) | load "
              "| measured (runs each) |",
              "|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    machines = {r.get("machine", "?") for r in rows}
     for r in rows:
+        where = f", {_cpu_name(r.get('machine', '?'))}" if len(machines) > 1 else ""
         ours = " ".join(TIRESIAS_POLICIES[r["policy"]][1:2] + (["--no-backfill"] if r["policy"] == "fifo" else [])
                         if r["peer"] == "tiresias" else GAVEL_POLICIES[r["policy"]][1:])
         unfinished = "" if r["peer_finished"] else " (stopped)"
@@ -312,8 +314,13 @@ def table(rows: list[dict]) -> str:
             f"| {r['peer_wall']:.2f}{unfinished} | {r['ours_wall']:.2f}{ours_unfinished} | {_ratio(r, 'wall')} "
             f"| {r['peer_cpu']:.2f} | {r['ours_cpu']:.2f} | {_ratio(r, 'cpu')} "
             f"| {'-' if r['ours_simulating'] is None else format(r['ours_simulating'], '.2f')} | {jct} "
-            f"| {min(r['load']):.1f}-{max(r['load']):.1f} | {r.get('measured', '?')} ({r['repeats']}) |")
+            f"| {min(r['load']):.1f}-{max(r['load']):.1f} | {r.get('measured', '?')} ({r['repeats']}){where} |")
     return "\n".join(lines)
+
+
+def _cpu_name(machine_text: str) -> str:
+    """The processor of a row's machine ("2 cores (AMD EPYC), 24 GiB RAM, ..." -> "AMD EPYC")."""
+    return machine_text.partition("cores (")[2].partition("), ")[0] or machine_text
 
 
 def import_cpu(work: Path) -> float:
@@ -343,8 +350,9 @@ Peers: {'; '.join(peers)}.
 Each row: the peer's simulator and `tesserae simulate` on the same input files, one after the other
 in the same run (the runs of each side in the last column, alternating; medians), every process
 timed whole (start-up and imports included), one BLAS/OpenMP thread for both, bytecode caches of
-both sides' sources written first. The rows were measured at the times in the last column, on this
-machine, each under the load shown (other sessions' work: wall times under load are rough, the CPU
+both sides' sources written first. The rows were measured at the times in the last column, each on
+one of the machines named above (its processor in the last column when there are several; a row's
+two sides on the same one), each under the load shown (other sessions' work: wall times under load are rough, the CPU
 ratio is the steadier one); `--json FILE` keeps them, and `--report --json FILE` writes the table
 from that file alone. CPU = user + system seconds of the process; a run is stopped
 after {max(r['cpu_limit'] for r in rows) if rows else 0:.0f} s of CPU or less (then its ratio is a
@@ -358,7 +366,7 @@ Commands, e.g.:
 
 {table(rows)}
 
-{slower_text(rows, imports)}{gavel_scale_text(rows)}{missing_text(rows, args)}
+{slower_text(rows, imports, _cpu_name(machine()))}{gavel_scale_text(rows)}{missing_text(rows, args)}
 """
 
 

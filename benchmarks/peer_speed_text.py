@@ -20,9 +20,10 @@ STARTUP_CUT = (
     "the command it runs.")
 
 
-def slower_text(rows: list[dict], imports: float | None) -> str:
+def slower_text(rows: list[dict], imports: float | None, where: str = "this machine") -> str:
     """Why ours is slower where it is: start-up (our simulation alone took less wall time than the peer's
-    whole process), the wall clock alone (the CPU ratio at or below 1), or the max-min LP."""
+    whole process), the wall clock alone (the CPU ratio at or below 1), or the max-min LP. ``imports``: the
+    CPU seconds of importing our CLI's libraries, measured on ``where`` when the table is written."""
     slow = [r for r in rows if r["peer_finished"] and r.get("ours_finished", True)
             and (r["ours_cpu"] > r["peer_cpu"] or r["ours_wall"] > r["peer_wall"])]
     if not slow:
@@ -35,9 +36,9 @@ def slower_text(rows: list[dict], imports: float | None) -> str:
                  + ", ".join(f"{r['ours_simulating']:.2f} s" for r in startup) + " against the peer's whole process's "
                  + ", ".join(f"{r['peer_wall']:.2f} s" for r in startup) + " (wall): the difference is start-up. Our "
                  "`tesserae` command loads NumPy, pydantic, Typer, Rich and Jinja2 (for its HTML report)"
-                 + (f", which alone took {imports:.2f} s of CPU here (`python -c '{LIBRARIES}'`, median of 3, "
-                    f"measured when this table was written), about the peer's whole process ({peer_cpu[0]:.2f}-"
-                    f"{peer_cpu[-1]:.2f} s of CPU)" if imports is not None else "")
+                 + (f", which alone took {imports:.2f} s of CPU (`python -c '{LIBRARIES}'`, median of 3, "
+                    f"measured when this table was written, on {where}), about the peer's whole process "
+                    f"({peer_cpu[0]:.2f}-{peer_cpu[-1]:.2f} s of CPU)" if imports is not None else "")
                  + ", and its own modules; the peer loads its few modules and NumPy. " + STARTUP_CUT)
     wall_only = [r for r in slow if r not in startup and r["ours_cpu"] <= r["peer_cpu"]]
     if wall_only:
@@ -101,7 +102,8 @@ def gavel_scale_text(rows: list[dict]) -> str:
     if not done:
         return ""
     big = done[-1]
-    text = (f"\n\nThe largest Gavel size here: {big['trace']} ({big['gpus']} GPUs, {big.get('jobs', '?')} jobs), "
+    text = (f"\n\nThe largest Gavel size here: {big['trace']} ({big['gpus']} GPUs, "
+            f"{big.get('jobs', '?')} jobs that both finished), "
             f"where Gavel's simulator took {big['peer_cpu']:.0f} s of CPU and {big['peer_wall']:.0f} s of wall time "
             f"on plain max-min (load {min(big['load']):.1f}-{max(big['load']):.1f}), ours "
             f"{big['ours_cpu'] / big['peer_cpu']:.2f}x its CPU and {big['ours_wall'] / big['peer_wall']:.2f}x its "

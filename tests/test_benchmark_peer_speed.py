@@ -23,7 +23,7 @@ def _row(gpus: int, peer_cpu: float, peer_wall: float, ours_cpu: float, ours_wal
 def test_ten_minutes_is_bracketed_by_the_measured_sizes() -> None:
     rows = [_row(768, 79, 266, 44, 147), _row(3072, 388, 682, 167, 268), _row(4608, 650, 1100, 250, 400)]
     text = gavel_scale_text(rows[::-1])  # the rows' order does not matter
-    assert "multi_g4608 (4608 GPUs, 76800 jobs)" in text
+    assert "multi_g4608 (4608 GPUs, 76800 jobs that both finished)" in text
     assert "by wall time, under the loads shown, between 768 GPUs (266 s) and 3072 GPUs (682 s)" in text
     assert "by CPU time, its wall time on an idle core, between 3072 GPUs (388 s) and 4608 GPUs (650 s)" in text
     assert "at every size from 768 GPUs on" in text
