@@ -30,7 +30,11 @@ them; ``--tiresias`` and ``--gavel`` are their folders):
   ``scripts/drivers/simulate_scheduler_with_trace.py``; its traces are written by its own
   ``scripts/utils/generate_trace.py`` into ``--work``. ``max_min_fairness_perf`` is ours
   ``gavel-maxmin``, ``max_min_fairness_packed`` is ``gavel-maxmin --packing`` and ``fifo_perf``
-  is ``gavel-fifo``, on one-GPU servers with 360 s rounds and no restart cost.
+  is ``gavel-fifo``, on one-GPU servers with 360 s rounds and no restart cost. ``--gavel-size N``
+  (a multiple of 12) scales the fidelity study's traces to N GPUs at the same offered load (jobs
+  x N/12, inter-arrival x 12/N) on N/3 GPUs of each type: its cases are ``gavel:multi_gN:...`` and
+  ``gavel:single_gN:...``. The largest sizes were run one case at a time, e.g.
+  ``--gavel-size 3072 --case gavel:multi_g3072:max_min_fairness_perf --cpu-limit 1500``.
 
 Inputs for Tiresias: its own ``60_job.csv`` and windows of the Philly-derived trace (job types
 drawn with seed 0, whole seconds, Tiresias' job CSV), each on one node. ``--write`` puts the table
@@ -49,14 +53,10 @@ import csv
 import dataclasses
 import json
 import os
-import resource
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 import tesserae as tesserae_package
@@ -64,6 +64,8 @@ from _report import SHARED_DATA, machine, today, update_section
 from gavel_fidelity import POLICIES as GAVEL_POLICIES
 from gavel_fidelity import our_command as gavel_our_command
 from gavel_fidelity import read_gavel_log
+from peer_speed_text import LIBRARIES, gavel_scale_text, slower_text
+from process_timing import Timing, compile_sources, timed
 from tesserae.profiles.default_model import DefaultModel
 from tesserae.traces import read_trace
 from tiresias_fidelity import (
@@ -76,9 +78,6 @@ from tiresias_fidelity import (
     write_one_node_cluster,
     write_tiresias_trace,
 )
-
-#: Single-threaded BLAS and OpenMP for both sides: the measuring machine is shared.
-THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 # ----------------------------------------------------------------------------------- cases
@@ -213,57 +212,6 @@ def gavel_peer_command(case: Case, work: Path, python: str) -> list[str]:
             "--seed", "0", "--time_per_iteration", "360"]
 
 
-@dataclasses.dataclass
-class Timing:
-    wall: float
-    cpu: float
-    finished: bool
-
-
-def child_env() -> dict[str, str]:
-    """The environment of every timed process: one thread, and bytecode caches used (as after any
-    installation; a machine that sets PYTHONDONTWRITEBYTECODE would otherwise compile every module
-    of both simulators from source at every start)."""
-    env = {**os.environ, **THREADS}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    return env
-
-
-def compile_sources(python: str, folder: Path) -> None:
-    """Write the bytecode caches of one side's sources before anything is timed."""
-    subprocess.run([python, "-m", "compileall", "-q", str(folder)], env=child_env(), check=True,
-                   stdout=subprocess.DEVNULL)
-
-
-def timed(cmd: list[str], cwd: Path | None, log: Path, cpu_limit: float) -> Timing:
-    """Run ``cmd`` to completion, or until it has used ``cpu_limit`` s of CPU (RLIMIT_CPU: the limit
-    does not depend on how loaded the machine is; a wall-clock guard of 20 times it backs it up);
-    its wall and CPU seconds."""
-    env = child_env()
-    limit = max(1, int(cpu_limit))
-
-    def cap_cpu() -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
-
-    with log.open("w") as f:
-        t0 = time.perf_counter()
-        p = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env=env, preexec_fn=cap_cpu)
-        killer = threading.Timer(20 * cpu_limit, p.kill)
-        killer.start()
-        try:
-            _, status, usage = os.wait4(p.pid, 0)
-        finally:
-            killer.cancel()
-        wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    cpu = usage.ru_utime + usage.ru_stime
-    finished = p.returncode == 0
-    stopped = p.returncode in (-signal.SIGXCPU, -signal.SIGKILL)  # the CPU limit (or the wall guard)
-    if not finished and not stopped:
-        sys.exit(f"{shlex.join(cmd)} failed (exit {p.returncode}); its output is in {log}")
-    return Timing(wall, cpu, finished)
-
-
 def avg_jct_tiresias(peer_out: Path, ours_out: Path) -> tuple[float, float, int]:
     peer = read_jobs(peer_out / "job.csv", "JCT", "end_time")
     ours = read_jobs(ours_out / "jobs.csv", "jct", "finish_time")
@@ -319,7 +267,8 @@ def run_case(case: Case, args: argparse.Namespace) -> dict:
             into.append(timed(cmd, cwd, runs / f"{side}.log", args.cpu_limit))
         load.append(os.getloadavg()[0])
     row = {"case": case.name, "peer": case.peer, "trace": case.trace, "policy": case.policy, "gpus": case.gpus,
-           "peer_command": shlex.join(peer_cmd), "ours_command": shlex.join(ours_cmd), "load": load,
+           "peer_command": _anonymous(shlex.join(peer_cmd), args),
+           "ours_command": _anonymous(shlex.join(ours_cmd), args), "load": load,
            "peer_finished": all(t.finished for t in peer_t), "ours_finished": all(t.finished for t in ours_t),
            "peer_wall": statistics.median(t.wall for t in peer_t), "peer_cpu": statistics.median(t.cpu for t in peer_t),
            "ours_wall": statistics.median(t.wall for t in ours_t), "ours_cpu": statistics.median(t.cpu for t in ours_t),
@@ -352,7 +301,9 @@ def table(rows: list[dict]) -> str:
              "| peer CPU (s) | ours CPU (s) | CPU ours / peer | ours simulating (s) | avg JCT peer / ours (s) | load "
              "| measured (runs each) |",
              "|---|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    machines = {r.get("machine", "?") for r in rows}
     for r in rows:
+        where = f", {_cpu_name(r.get('machine', '?'))}" if len(machines) > 1 else ""
         ours = " ".join(TIRESIAS_POLICIES[r["policy"]][1:2] + (["--no-backfill"] if r["policy"] == "fifo" else [])
                         if r["peer"] == "tiresias" else GAVEL_POLICIES[r["policy"]][1:])
         unfinished = "" if r["peer_finished"] else " (stopped)"
@@ -363,74 +314,19 @@ def table(rows: list[dict]) -> str:
             f"| {r['peer_wall']:.2f}{unfinished} | {r['ours_wall']:.2f}{ours_unfinished} | {_ratio(r, 'wall')} "
             f"| {r['peer_cpu']:.2f} | {r['ours_cpu']:.2f} | {_ratio(r, 'cpu')} "
             f"| {'-' if r['ours_simulating'] is None else format(r['ours_simulating'], '.2f')} | {jct} "
-            f"| {min(r['load']):.1f}-{max(r['load']):.1f} | {r.get('measured', '?')} ({r['repeats']}) |")
+            f"| {min(r['load']):.1f}-{max(r['load']):.1f} | {r.get('measured', '?')} ({r['repeats']}){where} |")
     return "\n".join(lines)
 
 
-#: What our CLI loads before it simulates anything (the HTML report needs Jinja2).
-LIBRARIES = "import numpy, pydantic, typer, rich.console, jinja2"
+def _cpu_name(machine_text: str) -> str:
+    """The processor of a row's machine ("2 cores (AMD EPYC), 24 GiB RAM, ..." -> "AMD EPYC")."""
+    return machine_text.partition("cores (")[2].partition("), ")[0] or machine_text
 
 
 def import_cpu(work: Path) -> float:
     """CPU seconds of a process that only imports the third-party libraries our CLI loads (median of 3)."""
     return statistics.median(timed([sys.executable, "-c", LIBRARIES], None, work / "imports.log", 60).cpu
                              for _ in range(3))
-
-
-#: What was done about our start-up (issue 29), measured on 60_job `fifo` against the code before it.
-STARTUP_CUT = (
-    "What Tesserae itself added to the start-up was cut in issue 29: each command's module is imported only when "
-    "that command runs, so `tesserae simulate` loads none of the runtime's, the profiler's or the web server's "
-    "modules and Typer builds the options of that one command, not of all 23 (556 modules loaded instead of 615); "
-    "the cyclic garbage collector is off while the command starts (what start-up allocated is then frozen); "
-    "PyYAML is loaded only to read a queue file. On 60_job `fifo` that took `tesserae simulate` to 0.83x the CPU "
-    "time of the code before (median of 20 paired runs, 0.89 s against 1.09 s under load 10-12). The libraries "
-    "stay: they are the project's interface (typed options, the CLI, the HTML report), and a run of a fraction "
-    "of a second is not what a simulator is for; Typer itself builds a pydantic TypeAdapter for each option of "
-    "the command it runs.")
-
-
-def slower_text(rows: list[dict], imports: float | None) -> str:
-    """Why ours is slower where it is: start-up (our simulation alone took less wall time than the peer's
-    whole process), the wall clock alone (the CPU ratio at or below 1), or the max-min LP."""
-    slow = [r for r in rows if r["peer_finished"] and r.get("ours_finished", True)
-            and (r["ours_cpu"] > r["peer_cpu"] or r["ours_wall"] > r["peer_wall"])]
-    if not slow:
-        return "Every ratio is at or below 1."
-    startup = [r for r in slow if r["ours_simulating"] is not None and r["ours_simulating"] < r["peer_wall"]]
-    text = f"Ours is slower on {len(slow)} case(s): " + ", ".join(f"{r['trace']} `{r['policy']}`" for r in slow) + "."
-    if startup:
-        peer_cpu = sorted(r["peer_cpu"] for r in startup)
-        text += (" On " + ", ".join(f"{r['trace']} `{r['policy']}`" for r in startup) + " our simulation itself took "
-                 + ", ".join(f"{r['ours_simulating']:.2f} s" for r in startup) + " against the peer's whole process's "
-                 + ", ".join(f"{r['peer_wall']:.2f} s" for r in startup) + " (wall): the difference is start-up. Our "
-                 "`tesserae` command loads NumPy, pydantic, Typer, Rich and Jinja2 (for its HTML report)"
-                 + (f", which alone took {imports:.2f} s of CPU here (`python -c '{LIBRARIES}'`, median of 3, "
-                    f"measured when this table was written), about the peer's whole process ({peer_cpu[0]:.2f}-"
-                    f"{peer_cpu[-1]:.2f} s of CPU)" if imports is not None else "")
-                 + ", and its own modules; the peer loads its few modules and NumPy. " + STARTUP_CUT)
-    wall_only = [r for r in slow if r not in startup and r["ours_cpu"] <= r["peer_cpu"]]
-    if wall_only:
-        text += (" On " + ", ".join(f"{r['trace']} `{r['policy']}`" for r in wall_only) + " only the wall ratio is "
-                 "above 1 (CPU " + ", ".join(f"{r['ours_cpu'] / r['peer_cpu']:.2f}" for r in wall_only) + "): the "
-                 "two processes ran one after the other on a machine shared with other sessions' work, so their "
-                 "wall times saw different loads; their CPU times do not depend on it.")
-    for r in slow:
-        if r not in startup and r not in wall_only and r.get("ours_lp"):
-            lp_s, solves = r["ours_lp"]
-            text += (f" On {r['trace']} `{r['policy']}` the simulation itself is slower: {lp_s:.1f} s of its "
-                     f"{r['ours_simulating']:.1f} s went to {solves} solves of the max-min LP (wall seconds under the "
-                     "load shown). Gavel solves it with ECOS, in C, through cvxpy; ours is the analytic centre of the "
-                     "optimal face by a barrier method written with NumPy (the point that is the same on every "
-                     "machine): each of its Newton steps is some hundred NumPy calls on arrays of a few jobs, so its "
-                     "time is per-call overhead, not arithmetic. The reduction to job classes that makes the packed "
-                     "LP fast (BENCHMARKS, *Gavel's packed LP at 256 GPUs*) does not help here: on multi_g24 an LP "
-                     "has 8.3 jobs in 7.6 classes on average (19 jobs, 15 classes at most; counted over the run's "
-                     "229 solves), so it would not shrink the LP, and the number of Newton steps, which sets the "
-                     "time, stays. The 2 x 2 and 3 x 3 block factorisations are written out instead (the same "
-                     "values, bit for bit; 0.82-0.89x of the LP's CPU time on this run's 228 LPs, measured at "
-                     "load 10-12).")
-    return text
 
 
 def section(rows: list[dict], args: argparse.Namespace, imports: float | None = None) -> str:
@@ -454,8 +350,9 @@ Peers: {'; '.join(peers)}.
 Each row: the peer's simulator and `tesserae simulate` on the same input files, one after the other
 in the same run (the runs of each side in the last column, alternating; medians), every process
 timed whole (start-up and imports included), one BLAS/OpenMP thread for both, bytecode caches of
-both sides' sources written first. The rows were measured at the times in the last column, on this
-machine, each under the load shown (other sessions' work: wall times under load are rough, the CPU
+both sides' sources written first. The rows were measured at the times in the last column, each on
+one of the machines named above (its processor in the last column when there are several; a row's
+two sides on the same one), each under the load shown (other sessions' work: wall times under load are rough, the CPU
 ratio is the steadier one); `--json FILE` keeps them, and `--report --json FILE` writes the table
 from that file alone. CPU = user + system seconds of the process; a run is stopped
 after {max(r['cpu_limit'] for r in rows) if rows else 0:.0f} s of CPU or less (then its ratio is a
@@ -469,23 +366,8 @@ Commands, e.g.:
 
 {table(rows)}
 
-{slower_text(rows, imports)}{gavel_scale_text(rows)}{missing_text(rows, args)}
+{slower_text(rows, imports, _cpu_name(machine()))}{gavel_scale_text(rows)}{missing_text(rows, args)}
 """
-
-
-def gavel_scale_text(rows: list[dict]) -> str:
-    """The largest Gavel size measured, against the issue's "the largest size Gavel's simulator finishes in
-    10 minutes"."""
-    done = [r for r in rows if r["peer"] == "gavel" and r["policy"] == "max_min_fairness_perf" and r["peer_finished"]]
-    if not done:
-        return ""
-    big = max(done, key=lambda r: r["gpus"])
-    text = (f"\n\nThe largest Gavel size here: {big['trace']} ({big['gpus']} GPUs), where Gavel's simulator took "
-            f"{big['peer_cpu']:.0f} s of CPU and {big['peer_wall']:.0f} s of wall time on plain max-min, ours "
-            f"{big['ours_cpu'] / big['peer_cpu']:.2f}x its CPU.")
-    if big["peer_wall"] < 600:
-        text += " The size at which Gavel's simulator needs 10 minutes is larger and was not measured."
-    return text
 
 
 def missing_text(rows: list[dict], args: argparse.Namespace) -> str:
@@ -522,7 +404,9 @@ def main() -> int:
     ap.add_argument("--gavel", type=Path, help="Gavel's scheduler/ folder")
     ap.add_argument("--gavel-python", default="python3", help="the Python of Gavel's virtual environment")
     ap.add_argument("--gavel-commit", default="unknown")
-    ap.add_argument("--gavel-size", type=int, action="append", help="GPUs of a Gavel case (default 24 and 48)")
+    ap.add_argument("--gavel-size", type=int, action="append",
+                    help="GPUs of a Gavel case, a multiple of 12 (default 24 and 48; any size: its traces are "
+                         "the fidelity study's scaled to it)")
     ap.add_argument("--case", action="append", help="run only these cases (PEER:TRACE:POLICY; default: all whose "
                                                     "peer is given)")
     ap.add_argument("--repeats", type=int, default=1)
@@ -534,6 +418,10 @@ def main() -> int:
     ap.add_argument("--write", action="store_true", help="write the peer_speed section of BENCHMARKS.md")
     ap.add_argument("--report", action="store_true", help="with --json: the table from its rows, run no case")
     args = ap.parse_args()
+    bad = [g for g in args.gavel_size or [] if g <= 0 or g % 12]
+    if bad:
+        ap.error(f"--gavel-size {', '.join(map(str, bad))}: a Gavel size must be a positive multiple of 12 (a "
+                 "third of the GPUs of each type, and the fidelity study's 12-GPU traces scaled by a whole factor)")
     if args.report:
         if not args.json or not args.json.is_file():
             ap.error("--report needs --json FILE with the rows")
