@@ -19,16 +19,19 @@ class Fitting:
     def _priors(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each slot's prior (mean, covariance): its profile entry; its family's mean without its own data
         (leave-one-out), widened by the spread within a family; or the population's fit."""
-        mu = np.broadcast_to(self.pop_mu, (slots.size, self.T)).copy()
-        sig = np.broadcast_to(self.pop_sigma, (slots.size, self.T, self.T)).copy()
         fam = self.fam[slots]
         has = fam >= 0
-        if has.any():
-            has = fit.subset(has)
-            f, sl = fam[has], slots[has]
-            cov = fit.inv(self._fam_lam[f] - self._info[sl])
-            mu[has] = fit.matvec(cov, self._fam_eta[f] - self._infoy[sl])
-            sig[has] = cov + self.within
+        if slots.size and has.all():  # every job has a family (family hints): nothing of the population's
+            cov = fit.inv(self._fam_lam[fam] - self._info[slots])
+            mu, sig = fit.matvec(cov, self._fam_eta[fam] - self._infoy[slots]), cov + self.within
+        else:
+            mu = np.broadcast_to(self.pop_mu, (slots.size, self.T)).copy()
+            sig = np.broadcast_to(self.pop_sigma, (slots.size, self.T, self.T)).copy()
+            if has.any():
+                f, sl = fam[has], slots[has]
+                cov = fit.inv(self._fam_lam[f] - self._info[sl])
+                mu[has] = fit.matvec(cov, self._fam_eta[f] - self._infoy[sl])
+                sig[has] = cov + self.within
         prof = self.profiled[slots]
         if prof.any():
             mu[prof] = self.shape[slots[prof]]
