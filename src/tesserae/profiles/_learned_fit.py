@@ -61,6 +61,23 @@ def subset(mask: np.ndarray) -> slice | np.ndarray:
     return slice(None) if mask.all() else np.flatnonzero(mask)
 
 
+def inv_sum(first: np.ndarray, *terms: np.ndarray | float) -> np.ndarray:
+    """``1 / (first + terms[0] + ...)`` added left to right, in one new array: the refit's temporaries are the
+    size of all pair entries, and fresh memory costs page faults (1,500-2,000 a refit at 16,384 GPUs)."""
+    out = np.add(first, terms[0])
+    for t in terms[1:]:
+        np.add(out, t, out=out)
+    return np.divide(1.0, out, out=out)
+
+
+def diff(first: np.ndarray, *terms: np.ndarray | float) -> np.ndarray:
+    """``first - terms[0] - ...`` left to right, in one new array (see ``inv_sum``)."""
+    out = np.subtract(first, terms[0])
+    for t in terms[1:]:
+        np.subtract(out, t, out=out)
+    return out
+
+
 def matvec(a: np.ndarray, v: np.ndarray) -> np.ndarray:
     """``einsum("sij,sj->si", a, v)``: each row's matrix times its vector (with 1x1 matrices, a product)."""
     if a.shape[-1] == 1:

@@ -147,11 +147,12 @@ class Fitting:
         # alone rates, from alone runs and (the pair terms taken as known) paired ones
         prec, num = self.cnt[upd] / tau2, self.s1[upd] / tau2
         if im.size:
-            z = ybar - pair_mu - amj - bmp
-            w = 1.0 / (r0 + avj + bvp + pair_var)
+            w = fit.inv_sum(r0, avj, bvp, pair_var)
+            wz = fit.diff(ybar, pair_mu, amj, bmp)
+            wz *= w
             flat = qjm * T + mine(pt)
             prec += np.bincount(flat, weights=mine(w), minlength=k * T).reshape(k, T)
-            num += np.bincount(flat, weights=mine(w * z), minlength=k * T).reshape(k, T)
+            num += np.bincount(flat, weights=mine(wz), minlength=k * T).reshape(k, T)
         prior_mu, prior_sig = self._priors(upd)
         m_u, P_u = fit.gaussian_posterior(prior_mu, fit.inv(prior_sig), prec, num)
         m_u = fit.clamp_shape(m_u, self.shape[upd], math.log(self.config.ratio_bound))
@@ -164,20 +165,27 @@ class Fitting:
             base = ybar - m.reshape(-1)[at]
             c = r0 + xv
             # the population's mean pair factor (a stall, out of memory, says nothing about sharing speed)
-            w = np.where(stalled, 0.0, 1.0 / (c + avj + bvp))
+            w = fit.inv_sum(c, avj, bvp)
+            w[stalled] = 0.0
+            wz = fit.diff(base, amj, bmp)
+            wz *= w
             pm, pv = fit.scalar_posterior(np.array([self.pair_mu0]), fit.PAIR_MEAN_SD**2,
-                                          np.array([w.sum()]), np.array([(w * (base - amj - bmp)).sum()]))
+                                          np.array([w.sum()]), np.array([wz.sum()]))
             pair_mu, pair_var = float(np.clip(pm[0], -lim, 0.0)), float(pv[0])
             # each job's sensitivity a, then each partner's pressure b
-            w = 1.0 / (c + bvp + pair_var)
+            w = fit.inv_sum(c, bvp, pair_var)
+            wz = fit.diff(base, pair_mu, bmp)
+            wz *= w
             prec_a = np.bincount(qjm, weights=mine(w), minlength=k)
-            num_a = np.bincount(qjm, weights=mine(w * (base - pair_mu - bmp)), minlength=k)
+            num_a = np.bincount(qjm, weights=mine(wz), minlength=k)
             am, av = fit.scalar_posterior(a0, ab_var, prec_a, num_a)
             a_m[upd], a_v[upd] = np.clip(am, -lim, lim), av
             theirs = np.flatnonzero(qp >= 0)
-            w = 1.0 / (c + a_v[pj] + pair_var)
+            w = fit.inv_sum(c, a_v[pj], pair_var)
+            wz = fit.diff(base, pair_mu, a_m[pj])
+            wz *= w
             prec_b = np.bincount(qp[theirs], weights=w[theirs], minlength=k)
-            num_b = np.bincount(qp[theirs], weights=(w * (base - pair_mu - a_m[pj]))[theirs], minlength=k)
+            num_b = np.bincount(qp[theirs], weights=wz[theirs], minlength=k)
             bm, bv = fit.scalar_posterior(b0, ab_var, prec_b, num_b)
             b_m[upd], b_v[upd] = np.clip(bm, -lim, lim), bv
             self.pair_mu, self.pair_var = pair_mu, pair_var
