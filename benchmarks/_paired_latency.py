@@ -306,8 +306,10 @@ BEFORE = ("Before the view's re-keying was made cheap and before this method (20
           "repeats 1.58x, 1.33x and 1.02x; refit 0.0211 s, not counted then; garbage collection's pauses "
           "counted in the decisions then.")
 #: The refit before it was made cheaper (issue 25, branch i25-refit), measured by this method.
-REFIT_BEFORE = ("Before the refit was made cheaper (2026-12-02 13:06 UTC, load 6.9-8.7, 4 repeats): oracle 0.0831 s, "
-                "learned 0.0850 s (1.03x), refit 0.0308 s, 1.44x with it (whole runs 1.33-1.46x).")
+REFIT_BEFORE = ("Before the refit was made cheaper, the same command on the same machine (AMD EPYC) the same "
+                "afternoon, twice (2026-12-02 16:25 and 16:34 UTC, load 6.4-7.5 and 3.7-4.0): refit 0.0263 s and "
+                "0.0243 s, 1.25x and 1.35x with it (whole runs 1.19-1.36x and 1.28-1.43x), the learned decision alone "
+                "0.99x and 1.02x; on an Intel Xeon (13:06 UTC, load 6.9-8.7): refit 0.0308 s, 1.44x with it.")
 #: What the refit does each round and why it stays a full one (issue 25).
 REFIT_WHY = ("The refit re-solves every active job's posterior and the population's and families' fits each round, "
              "as before, with the same results to the last bit (tests/profiles/test_learned_refit.py); it is cheaper "
