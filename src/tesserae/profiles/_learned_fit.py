@@ -46,6 +46,45 @@ KAPPA_POP, KAPPA_FAMILY = 4.0, 1.0
 INFLUENCE_SDS = 3.0
 
 
+def inv(a: np.ndarray) -> np.ndarray:
+    """Inverse of a stack of matrices (..., T, T). With one GPU type they are 1x1 and the inverse is 1/x:
+    exactly what LAPACK returns for them (LU of one entry, then a division), without its per-matrix calls,
+    which cost most of a refresh on a one-type cluster of 16,384 GPUs."""
+    if a.shape[-1] == 1:
+        return 1.0 / a
+    return np.linalg.inv(a)
+
+
+def subset(mask: np.ndarray) -> slice | np.ndarray:
+    """The rows a mask selects, as an index for reading and writing: all of them (a slice, no copy: with family
+    hints every job has a family) or their positions (cheaper than a boolean mask when used more than once)."""
+    return slice(None) if mask.all() else np.flatnonzero(mask)
+
+
+def inv_sum(first: np.ndarray, *terms: np.ndarray | float) -> np.ndarray:
+    """``1 / (first + terms[0] + ...)`` added left to right, in one new array: the refit's temporaries are the
+    size of all pair entries, and fresh memory costs page faults (1,500-2,000 a refit at 16,384 GPUs)."""
+    out = np.add(first, terms[0])
+    for t in terms[1:]:
+        np.add(out, t, out=out)
+    return np.divide(1.0, out, out=out)
+
+
+def diff(first: np.ndarray, *terms: np.ndarray | float) -> np.ndarray:
+    """``first - terms[0] - ...`` left to right, in one new array (see ``inv_sum``)."""
+    out = np.subtract(first, terms[0])
+    for t in terms[1:]:
+        np.subtract(out, t, out=out)
+    return out
+
+
+def matvec(a: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``einsum("sij,sj->si", a, v)``: each row's matrix times its vector (with 1x1 matrices, a product)."""
+    if a.shape[-1] == 1:
+        return a[:, :, 0] * v
+    return np.einsum("sij,sj->si", a, v)
+
+
 def prior_covariance(t: int, scale_sd: float = SCALE_SD, shape_sd: float = SHAPE_SD) -> np.ndarray:
     """``scale^2 11' + shape^2 I``: an unknown common scale plus independent per-type shapes."""
     return np.full((t, t), scale_sd**2) + np.eye(t) * shape_sd**2
@@ -68,23 +107,32 @@ def gaussian_posterior(mu: np.ndarray, sigma_inv: np.ndarray, prec: np.ndarray, 
     lam = sigma_inv.copy()
     idx = np.arange(mu.shape[1])
     lam[:, idx, idx] += prec
-    cov = np.linalg.inv(lam)
-    rhs = np.einsum("sij,sj->si", sigma_inv, mu) + num
-    mean = np.einsum("sij,sj->si", cov, rhs)
-    return mean, cov
+    cov = inv(lam)
+    rhs = matvec(sigma_inv, mu) + num
+    return matvec(cov, rhs), cov
 
 
 def member_information(prec: np.ndarray, ybar: np.ndarray, within: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """What one member's observations say about its family's mean: the information matrix and vector of
     y_j ~ N(mu_family, within + diag(1 / prec)) on its observed types (precision 0: not observed), by
     Woodbury, D - D (within^-1 + D)^-1 D, so unobserved types carry nothing."""
+    if prec.shape[1] == 1:  # the same arithmetic on scalars
+        d = prec[:, :, None]
+        info = d - d * (1.0 / (1.0 / within[None] + d)) * d
+        return info, info[:, :, 0] * ybar
+    return member_information_matrix(prec, ybar, within)
+
+
+def member_information_matrix(prec: np.ndarray, ybar: np.ndarray, within: np.ndarray
+                              ) -> tuple[np.ndarray, np.ndarray]:
+    """``member_information`` in matrices, whatever the number of GPU types (the one-type case's reference)."""
     n, t = prec.shape
     D = np.zeros((n, t, t))
     idx = np.arange(t)
     D[:, idx, idx] = prec
-    inner = np.linalg.inv(np.linalg.inv(within)[None] + D)
+    inner = inv(inv(within)[None] + D)
     info = D - D @ inner @ D
-    return info, np.einsum("sij,sj->si", info, ybar)
+    return info, matvec(info, ybar)
 
 
 def family_fit(groups: np.ndarray, n_groups: int, info: np.ndarray, infoy: np.ndarray, prior_mu: np.ndarray,
@@ -97,6 +145,7 @@ def family_fit(groups: np.ndarray, n_groups: int, info: np.ndarray, infoy: np.nd
     eta = np.tile(p_inv @ prior_mu, (n_groups, 1))
     sel = groups >= 0
     if n_groups and sel.any():
+        sel = subset(sel)
         g = groups[sel]
         flat = (g[:, None] * t * t + np.arange(t * t)).ravel()
         lam += np.bincount(flat, weights=info[sel].ravel(), minlength=n_groups * t * t).reshape(n_groups, t, t)
@@ -131,7 +180,8 @@ def influence_weights(means: np.ndarray, mu: np.ndarray, sigma: np.ndarray) -> n
     if means.shape[0] == 0:
         return np.zeros(0)
     dev = means - mu
-    sol = np.linalg.solve(sigma, dev.T).T
+    # One GPU type: LAPACK's solve multiplies by the pivot's reciprocal; the same here, without the call.
+    sol = dev * (1.0 / sigma[0, 0]) if mu.size == 1 else np.linalg.solve(sigma, dev.T).T
     dist = np.sqrt(np.maximum((dev * sol).sum(axis=1), 0.0))
     return np.minimum(1.0, INFLUENCE_SDS / np.maximum(dist, 1e-12))
 

@@ -39,6 +39,7 @@ from __future__ import annotations
 import math
 from collections import Counter, deque
 from collections.abc import Sequence
+from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -48,7 +49,7 @@ from tesserae.profiles import _learned_fit as fit
 from tesserae.profiles.default_model import DEFAULT_SHARE_FACTOR, DefaultModel
 from tesserae.profiles.learned_config import GENERIC, MAX_TAGS, REJECTIONS, STATE_FORMAT, Estimate, LearnedConfig
 from tesserae.profiles.learned_fitting import Fitting
-from tesserae.profiles.learned_observing import Observing
+from tesserae.profiles.learned_observing import SLOT_BITS, TYPE_BITS, Observing, pair_key
 from tesserae.profiles.learned_state import Persistence
 
 __all__ = ["GENERIC", "MAX_TAGS", "REJECTIONS", "STATE_FORMAT", "Estimate", "LearnedConfig", "RateEstimator"]
@@ -75,11 +76,10 @@ class RateEstimator(Observing, Fitting, Persistence):
         self._prior_cache: dict[tuple[str, int], tuple[np.ndarray, np.ndarray, bool, float, float]] = {}
         self._grow_slots(64)
         self._grow_pairs(64)
-        self._pair_of: dict[tuple[int, int, int], int] = {}
-        # slot -> its pair entries (as the job), and the entries naming it as the partner; an index may
-        # be stale (dropped, or reused by another pair): ``_entries`` filters.
+        self._pair_of: dict[int, int] = {}  # pair_key(slot, partner's slot, GPU type) -> entry
+        # slot -> its pair entries (as the job); an index may be stale (dropped, or reused by another pair):
+        # ``_entries`` filters.
         self._partners: dict[int, list[int]] = {}
-        self._as_partner: dict[int, list[int]] = {}
         self._done: deque[tuple[int, int]] = deque()  # finished (slot, job id), oldest first
         self._families: dict[tuple[str, int], int] = {}
         self._family_names: list[tuple[str, int]] = []
@@ -117,6 +117,8 @@ class RateEstimator(Observing, Fitting, Persistence):
     def _grow_slots(self, cap: int) -> None:
         T = self.T
         old = getattr(self, "_cap", 0)
+        if cap > 1 << SLOT_BITS or T > 1 << TYPE_BITS:
+            raise ValueError(f"learned estimator: at most {1 << SLOT_BITS} jobs and {1 << TYPE_BITS} GPU types")
         self._cap = cap
 
         def grow(name: str, shape: tuple[int, ...], fill: float | int | bool, dtype: Any) -> None:
@@ -169,7 +171,7 @@ class RateEstimator(Observing, Fitting, Persistence):
         for name, fill, dtype in (("pj", -1, np.int64), ("pp", -1, np.int64), ("pt", 0, np.int64),
                                   ("pc", 0.0, np.float64), ("ps1", 0.0, np.float64), ("ps2", 0.0, np.float64),
                                   ("pstall", 0.0, np.float64),
-                                  ("pstamp", 0, np.int64), ("palive", False, bool)):
+                                  ("pstamp", 0, np.int64), ("palive", False, bool), ("pmate", -1, np.int64)):
             new = np.full(cap, fill, dtype=dtype)
             if old:
                 new[:old] = getattr(self, name)
@@ -334,7 +336,8 @@ class RateEstimator(Observing, Fitting, Persistence):
         extra = len(self._done) - self.config.max_finished
         if extra <= 0:
             return
-        old = np.array([self._done.popleft() for _ in range(extra)], dtype=np.int64).reshape(-1, 2)
+        pop = self._done.popleft
+        old = np.fromiter(chain.from_iterable(pop() for _ in range(extra)), np.int64, 2 * extra).reshape(-1, 2)
         s, j = old[:, 0], old[:, 1]
         valid = s[self.alive[s] & self.finished[s] & (self.ids[s] == j)]
         if valid.size:
@@ -346,9 +349,8 @@ class RateEstimator(Observing, Fitting, Persistence):
         self.alive[slots] = False
         self.ids[slots] = -1
         self._free_slots.extend(slots.tolist())
-        for s in slots.tolist():
-            self._partners.pop(s, None)
-            self._as_partner.pop(s, None)
+        # Their entry lists in ``_partners`` stay: every read filters them by owner (``_entries``), and the slot's
+        # next job filters its list before adding to it, so it never exceeds ``max_partners``.
         gone = np.zeros(self._cap, dtype=bool)
         gone[slots] = True
         live = np.flatnonzero(self.palive)
@@ -388,7 +390,7 @@ class RateEstimator(Observing, Fitting, Persistence):
             p = self._slot[int(partner)]
             lf = self.pair_mu + float(self.a_m[s] + self.b_m[p])
             lf_var = float(self.a_v[s] + self.b_v[p]) + self.pair_var + fit.PAIR_RESIDUAL_SD**2
-            e = self._pair_of.get((s, p, t))
+            e = self._pair_of.get(pair_key(s, p, t))
             measured = e is not None
             if e is not None:  # this very pair was measured: its own figures, weighed against the model's
                 seen = float(self.ps1[e] / self.pc[e]) - log_r

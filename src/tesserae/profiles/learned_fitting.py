@@ -19,15 +19,19 @@ class Fitting:
     def _priors(self, slots: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each slot's prior (mean, covariance): its profile entry; its family's mean without its own data
         (leave-one-out), widened by the spread within a family; or the population's fit."""
-        mu = np.broadcast_to(self.pop_mu, (slots.size, self.T)).copy()
-        sig = np.broadcast_to(self.pop_sigma, (slots.size, self.T, self.T)).copy()
         fam = self.fam[slots]
         has = fam >= 0
-        if has.any():
-            f, sl = fam[has], slots[has]
-            cov = np.linalg.inv(self._fam_lam[f] - self._info[sl])
-            mu[has] = np.einsum("sij,sj->si", cov, self._fam_eta[f] - self._infoy[sl])
-            sig[has] = cov + self.within
+        if slots.size and has.all():  # every job has a family (family hints): nothing of the population's
+            cov = fit.inv(self._fam_lam[fam] - self._info[slots])
+            mu, sig = fit.matvec(cov, self._fam_eta[fam] - self._infoy[slots]), cov + self.within
+        else:
+            mu = np.broadcast_to(self.pop_mu, (slots.size, self.T)).copy()
+            sig = np.broadcast_to(self.pop_sigma, (slots.size, self.T, self.T)).copy()
+            if has.any():
+                f, sl = fam[has], slots[has]
+                cov = fit.inv(self._fam_lam[f] - self._info[sl])
+                mu[has] = fit.matvec(cov, self._fam_eta[f] - self._infoy[sl])
+                sig[has] = cov + self.within
         prof = self.profiled[slots]
         if prof.any():
             mu[prof] = self.shape[slots[prof]]
@@ -48,11 +52,12 @@ class Fitting:
             ybar = np.where(cnt > 0, self.s1[members] / np.maximum(cnt, 1.0), 0.0)
             info, infoy = fit.member_information(cnt / tau2, ybar, self.within)
             self._info[members], self._infoy[members] = info, infoy
-        lam, eta = fit.family_fit(self.fam[members], F, self._info[members], self._infoy[members], self.pop_mu,
-                                  self.pop_sigma)
-        cov = np.linalg.inv(lam)
+        else:
+            info, infoy = self._info[members], self._infoy[members]
+        lam, eta = fit.family_fit(self.fam[members], F, info, infoy, self.pop_mu, self.pop_sigma)
+        cov = fit.inv(lam)
         self._fam_lam, self._fam_eta = lam, eta
-        self._fam_mu = np.einsum("fij,fj->fi", cov, eta)
+        self._fam_mu = fit.matvec(cov, eta)
         self._fam_sigma = cov + self.within
         self._fam_w = np.bincount(self.fam[members], minlength=F).astype(np.float64)
 
@@ -68,6 +73,7 @@ class Fitting:
         fam = self.fam[slots]
         has = fam >= 0
         if has.any():
+            has = fit.subset(has)
             f, sl = fam[has], slots[has]
             w = self._fit_w[sl]
             others = self._fam_n[f] - w
@@ -101,7 +107,7 @@ class Fitting:
         active = self.alive & ~self.finished
         e = np.flatnonzero(self.palive)
         pj, pp = self.pj[e], self.pp[e]
-        touch = active[pj] | active[pp]  # entries between two finished jobs are frozen
+        touch = np.flatnonzero(active[pj] | active[pp])  # entries between two finished jobs are frozen
         e, pj, pp = e[touch], pj[touch], pp[touch]
         pt, pc = self.pt[e], self.pc[e]
         ybar = self.ps1[e] / pc
@@ -126,40 +132,60 @@ class Fitting:
         a_m, a_v, b_m, b_v = self.a_m, self.a_v, self.b_m, self.b_v
         res2 = fit.PAIR_RESIDUAL_SD**2
         pair_mu, pair_var = self.pair_mu, self.pair_var
-        noise_e = tau2 / pc
+        r0 = res2 + tau2 / pc  # each entry's residual and noise variance
+        # The entries whose job is updated (the others' job has finished), as an index: taken once, and not
+        # at all when they are all of them (the usual case).
+        im = np.flatnonzero(qj >= 0)
+        every = im.size == e.size
+
+        def mine(x: np.ndarray) -> np.ndarray:
+            return x if every else x[im]
+
+        qjm = mine(qj)
+        # The sharing terms as they stand (a's and b's are updated below, after the alone rates).
+        amj, avj, bmp, bvp = a_m[pj], a_v[pj], b_m[pp], b_v[pp]
         # alone rates, from alone runs and (the pair terms taken as known) paired ones
         prec, num = self.cnt[upd] / tau2, self.s1[upd] / tau2
-        mine = qj >= 0
-        if mine.any():
-            z = ybar - pair_mu - a_m[pj] - b_m[pp]
-            w = 1.0 / (res2 + noise_e + a_v[pj] + b_v[pp] + pair_var)
-            flat = qj[mine] * T + pt[mine]
-            prec += np.bincount(flat, weights=w[mine], minlength=k * T).reshape(k, T)
-            num += np.bincount(flat, weights=(w * z)[mine], minlength=k * T).reshape(k, T)
+        if im.size:
+            w = fit.inv_sum(r0, avj, bvp, pair_var)
+            wz = fit.diff(ybar, pair_mu, amj, bmp)
+            wz *= w
+            flat = qjm * T + mine(pt)
+            prec += np.bincount(flat, weights=mine(w), minlength=k * T).reshape(k, T)
+            num += np.bincount(flat, weights=mine(wz), minlength=k * T).reshape(k, T)
         prior_mu, prior_sig = self._priors(upd)
-        m_u, P_u = fit.gaussian_posterior(prior_mu, np.linalg.inv(prior_sig), prec, num)
+        m_u, P_u = fit.gaussian_posterior(prior_mu, fit.inv(prior_sig), prec, num)
         m_u = fit.clamp_shape(m_u, self.shape[upd], math.log(self.config.ratio_bound))
         m[upd], P[upd] = m_u, P_u
         self.fitted[upd] = True
         lim = math.log(1.0 / self.config.pair_floor)
         if e.size:
-            xv = P[pj, pt, pt]
-            base = ybar - m[pj, pt]
+            at = pj if T == 1 else pj * T + pt  # each entry's (job, GPU type) in m flattened ...
+            xv = P.reshape(-1)[at if T == 1 else at * T + pt]  # ... and its variance's in P flattened
+            base = ybar - m.reshape(-1)[at]
+            c = r0 + xv
             # the population's mean pair factor (a stall, out of memory, says nothing about sharing speed)
-            w = np.where(stalled, 0.0, 1.0 / (res2 + noise_e + xv + a_v[pj] + b_v[pp]))
+            w = fit.inv_sum(c, avj, bvp)
+            w[stalled] = 0.0
+            wz = fit.diff(base, amj, bmp)
+            wz *= w
             pm, pv = fit.scalar_posterior(np.array([self.pair_mu0]), fit.PAIR_MEAN_SD**2,
-                                          np.array([w.sum()]), np.array([(w * (base - a_m[pj] - b_m[pp])).sum()]))
+                                          np.array([w.sum()]), np.array([wz.sum()]))
             pair_mu, pair_var = float(np.clip(pm[0], -lim, 0.0)), float(pv[0])
             # each job's sensitivity a, then each partner's pressure b
-            w = 1.0 / (res2 + noise_e + xv + b_v[pp] + pair_var)
-            prec_a = np.bincount(qj[mine], weights=w[mine], minlength=k)
-            num_a = np.bincount(qj[mine], weights=(w * (base - pair_mu - b_m[pp]))[mine], minlength=k)
+            w = fit.inv_sum(c, bvp, pair_var)
+            wz = fit.diff(base, pair_mu, bmp)
+            wz *= w
+            prec_a = np.bincount(qjm, weights=mine(w), minlength=k)
+            num_a = np.bincount(qjm, weights=mine(wz), minlength=k)
             am, av = fit.scalar_posterior(a0, ab_var, prec_a, num_a)
             a_m[upd], a_v[upd] = np.clip(am, -lim, lim), av
-            theirs = qp >= 0
-            w = 1.0 / (res2 + noise_e + xv + a_v[pj] + pair_var)
+            theirs = np.flatnonzero(qp >= 0)
+            w = fit.inv_sum(c, a_v[pj], pair_var)
+            wz = fit.diff(base, pair_mu, a_m[pj])
+            wz *= w
             prec_b = np.bincount(qp[theirs], weights=w[theirs], minlength=k)
-            num_b = np.bincount(qp[theirs], weights=(w * (base - pair_mu - a_m[pj]))[theirs], minlength=k)
+            num_b = np.bincount(qp[theirs], weights=wz[theirs], minlength=k)
             bm, bv = fit.scalar_posterior(b0, ab_var, prec_b, num_b)
             b_m[upd], b_v[upd] = np.clip(bm, -lim, lim), bv
             self.pair_mu, self.pair_var = pair_mu, pair_var
@@ -184,34 +210,8 @@ class Fitting:
         GPU type (factors summing below 1, against the jobs' alone rates there; a stall counts as 0) is
         vetoed there: both jobs carry a tag naming the pair and the type, and two jobs with a common tag are
         shown as unable to share GPUs of its type (:mod:`learned_classes`)."""
-        if e.size == 0:
-            return
-        T, cap = self.T, self._cap
-        alone = self.m[pj, pt].copy()
-        # A job never measured alone on the pair's type (a newcomer paired on arrival, or moved there in a
-        # pair): its posterior there is fitted from the pair's own figures, so the pair would look as good
-        # as its rate, and it would never be judged. Its reference is the estimate from its alone runs on
-        # the other types (the prior's shape carries them over) and its prior, without the pair data.
-        here = self.cnt[pj, pt] > 0
-        if not here.all():
-            need = np.unique(pj[~here])
-            mu, sig = self._priors(need)
-            m_alone, _ = fit.gaussian_posterior(mu, np.linalg.inv(sig), self.cnt[need] / self.tau2,
-                                                self.s1[need] / self.tau2)
-            m_alone = fit.clamp_shape(m_alone, self.shape[need], math.log(self.config.ratio_bound))
-            alone[~here] = m_alone[np.searchsorted(need, pj[~here]), pt[~here]]
-        factor = np.where(stalled, 0.0, np.exp(np.minimum(ybar - alone, 0.0)))
-        key = (pj * cap + pp) * T + pt
-        back = (pp * cap + pj) * T + pt
-        order = np.argsort(key, kind="stable")
-        at = np.clip(np.searchsorted(key[order], back), 0, key.size - 1)
-        other = order[at]
-        # Judged where both jobs were measured alone on some GPU type (a job measured only in pairs is shown
-        # as unable to share until it is: ``presented``); else a factor says little.
-        has_alone = (self.cnt[pj] > 0).any(axis=1) & (self.cnt[pp] > 0).any(axis=1)
-        mutual = (key[other] == back) & (pj < pp) & has_alone
-        bad = mutual & (factor + factor[other] < 1.0)
-        for s, p, t in zip(pj[bad].tolist(), pp[bad].tolist(), pt[bad].tolist(), strict=True):
+        T = self.T
+        for s, p, t in self._judge(e, pj, pp, pt, ybar, stalled):
             if (s, p, t) in self._vetoed:
                 continue
             # One GPU type's veto: a pair slower than alone on one type is often faster on another (on Gavel's
@@ -225,6 +225,45 @@ class Fitting:
                 tags.append(tag)
                 del tags[:-MAX_TAGS]
             self.vetoes += 1
+
+    def _judge(self, e: np.ndarray, pj: np.ndarray, pp: np.ndarray, pt: np.ndarray, ybar: np.ndarray,
+               stalled: np.ndarray) -> list[tuple[int, int, int]]:
+        """The pairs (job, partner, GPU type; job < partner) slower together than alone, in entry order.
+        Judged where both directions of the pair were measured (``pmate``, kept as entries come and go: no
+        search over all entries) and both jobs were measured alone on some GPU type (a job measured only in
+        pairs is shown as unable to share until it is: ``presented``); else a factor says little."""
+        mate = self.pmate[e]
+        sel = (mate >= 0) & (pj < pp)
+        if not sel.any():
+            return []
+        alone_any = (self.cnt > 0).any(axis=1)
+        sel &= alone_any[pj] & alone_any[pp]
+        mine = np.flatnonzero(sel)
+        js, ps, ts, mate = pj[mine], pp[mine], pt[mine], mate[mine]
+        ys = np.concatenate([ybar[mine], self.ps1[mate] / self.pc[mate]])
+        factor = self._pair_factor(np.concatenate([js, ps]), np.concatenate([ts, ts]), ys,
+                                   np.concatenate([stalled[mine], self.pstall[mate] > 0]))
+        bad = factor[: js.size] + factor[js.size:] < 1.0
+        return list(zip(js[bad].tolist(), ps[bad].tolist(), ts[bad].tolist(), strict=True))
+
+    def _pair_factor(self, jobs: np.ndarray, types: np.ndarray, ybar: np.ndarray, stalled: np.ndarray
+                     ) -> np.ndarray:
+        """Pair entries' factors: the mean log-rate ``ybar`` of each job next to its partner on a GPU type
+        against the job's alone rate there, at most 1; a stall counts as 0."""
+        alone = self.m[jobs, types]
+        # A job never measured alone on the pair's type (a newcomer paired on arrival, or moved there in a
+        # pair): its posterior there is fitted from the pair's own figures, so the pair would look as good
+        # as its rate, and it would never be judged. Its reference is the estimate from its alone runs on
+        # the other types (the prior's shape carries them over) and its prior, without the pair data.
+        here = self.cnt[jobs, types] > 0
+        if not here.all():
+            need = np.unique(jobs[~here])
+            mu, sig = self._priors(need)
+            m_alone, _ = fit.gaussian_posterior(mu, fit.inv(sig), self.cnt[need] / self.tau2,
+                                                self.s1[need] / self.tau2)
+            m_alone = fit.clamp_shape(m_alone, self.shape[need], math.log(self.config.ratio_bound))
+            alone[~here] = m_alone[np.searchsorted(need, jobs[~here]), types[~here]]
+        return np.where(stalled, 0.0, np.exp(np.minimum(ybar - alone, 0.0)))
 
     def _drop_tags(self, slots: np.ndarray) -> None:
         """Jobs that ended (or were forgotten) take their vetoes with them; their partners drop the tags."""
@@ -269,7 +308,7 @@ class Fitting:
         F = len(self._family_names)
         if F:
             fam = self.fam[meas]
-            sel = fam >= 0
+            sel = fit.subset(fam >= 0)
             f, ws = fam[sel], w[sel]
             ms = meas[sel]
             for name, values in (("_fam_a", self.a_m[ms]), ("_fam_b", self.b_m[ms]), ("_fam_sp", self.sp_m[ms])):

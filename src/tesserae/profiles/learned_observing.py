@@ -9,6 +9,14 @@ import math
 
 import numpy as np
 
+#: A pair entry's key (slot, partner's slot, GPU type) as one integer, ``pair_key``: a dict of ints pops ~3x
+#: faster than one of tuples, and a refresh drops thousands of entries when old jobs are forgotten.
+SLOT_BITS, TYPE_BITS = 23, 16
+
+
+def pair_key(s: int, p: int, t: int) -> int:
+    return (s << (SLOT_BITS + 1 + TYPE_BITS)) | (p << TYPE_BITS) | t
+
 
 class Observing:
     """The estimator's observation path (see module docstring)."""
@@ -105,7 +113,7 @@ class Observing:
         return None
 
     def _add_pair(self, s: int, p: int, t: int, y: float, stall: bool = False) -> None:
-        key = (s, p, t)
+        key = pair_key(s, p, t)
         e = self._pair_of.get(key)
         if e is None:
             mine = self._partners[s] = self._entries(s, self._partners.get(s), self.pj)
@@ -118,10 +126,13 @@ class Observing:
             e = self._free_pairs.pop()
             self._pair_of[key] = e
             self._partners.setdefault(s, []).append(e)
-            self._as_partner.setdefault(p, []).append(e)
             self.pj[e], self.pp[e], self.pt[e] = s, p, t
             self.pc[e] = self.ps1[e] = self.ps2[e] = self.pstall[e] = 0.0
             self.palive[e] = True
+            mate = self._pair_of.get(pair_key(p, s, t), -1)  # the same pair seen from the partner's side
+            self.pmate[e] = mate
+            if mate >= 0:
+                self.pmate[mate] = e
         if not stall and self.pstall[e] == 0:
             self._welford(float(self.pc[e]), float(self.ps1[e]), y)
         self.pc[e] += 1.0
@@ -146,7 +157,12 @@ class Observing:
         return [e for e in index if self.palive[e] and side[e] == s]
 
     def _drop_pairs(self, entries: np.ndarray) -> None:
-        for key in zip(self.pj[entries].tolist(), self.pp[entries].tolist(), self.pt[entries].tolist(), strict=True):
-            self._pair_of.pop(key, None)
+        keys = (self.pj[entries] << (SLOT_BITS + 1 + TYPE_BITS)) | (self.pp[entries] << TYPE_BITS) | self.pt[entries]
+        pop = self._pair_of.pop
+        for key in keys.tolist():
+            pop(key, None)
         self.palive[entries] = False
+        mates = self.pmate[entries]
+        self.pmate[mates[mates >= 0]] = -1
+        self.pmate[entries] = -1
         self._free_pairs.extend(entries.tolist())

@@ -12,6 +12,7 @@ import numpy as np
 
 from tesserae.core.throughput import ThroughputModel
 from tesserae.profiles.learned_config import STATE_FORMAT, LearnedConfig
+from tesserae.profiles.learned_observing import pair_key
 
 
 class Persistence:
@@ -87,7 +88,7 @@ class Persistence:
                 if not np.isfinite(values).all() or values[0] < 1:
                     raise ValueError(f"pair {jid}-{pid}: bad figures")
                 est._add_pair(s, p, t, 0.0)
-                e = est._pair_of[(s, p, t)]
+                e = est._pair_of[pair_key(s, p, t)]
                 est.pc[e], est.ps1[e], est.ps2[e], est.pstall[e] = (float(v) for v in values)
             fits = state["fits"]
             pop = np.asarray(fits["population"], dtype=np.float64)
