@@ -23,6 +23,7 @@ from tesserae.cli_help import TesseraeGroup, VersionOpt
 from tesserae.cli_render import err
 from tesserae.core.errors import InputError
 from tesserae.extras import from_import_error
+from tesserae.heap import keep_freed_memory
 
 #: Every command of ``tesserae`` (the order of ``--help``) and the module whose ``register`` adds it.
 COMMANDS = {
@@ -101,6 +102,7 @@ def main() -> None:
     # those objects are frozen (never scanned). The collector is left as it was found on return
     # (tests call ``main`` in their own process).
     global _STARTING
+    keep_freed_memory()
     collecting = _STARTING = gc.isenabled()
     gc.disable()
     try:

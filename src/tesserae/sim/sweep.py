@@ -23,6 +23,7 @@ from tesserae.core.cluster import Cluster
 from tesserae.core.errors import InputError
 from tesserae.core.jobs import JobSpec, JobStatus, Outcome
 from tesserae.core.throughput import ThroughputModel
+from tesserae.heap import keep_freed_memory
 from tesserae.sim.metrics import job_records
 from tesserae.sim.runner import simulate
 from tesserae.sim.workload import WorkloadSpec, build_workload
@@ -98,7 +99,8 @@ def _run_in_processes(points: Sequence[SweepPoint], workloads: dict[tuple[int, f
                       done: Callable[[PointResult], None]) -> list[PointResult]:
     out: list[PointResult | None] = [None] * len(points)
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(workers, len(points)), mp_context=context) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(points)), mp_context=context,
+                             initializer=keep_freed_memory) as pool:
         futures = {pool.submit(run_point, p, workloads[(p.seed, p.load)], cluster, model, window): i
                    for i, p in enumerate(points)}
         for f in as_completed(futures):
