@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from unittest import mock
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tesserae.profiles import _learned_fit as fit
@@ -164,10 +164,12 @@ def test_the_comparison_covers_vetoes() -> None:
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.floats(1e-6, 1e6), min_size=1, max_size=30), st.floats(1e-3, 1e3),
        st.lists(st.floats(-50.0, 50.0), min_size=1, max_size=30))
+# Found by this test: the solve's one unit in the last place, squared, rooted and divided, ends 2 units apart.
+@example(values=[1.0], sigma=9.806754235452821, devs=[9.806754235452821])
 def test_one_type_shortcuts_match_lapack(values: list[float], sigma: float, devs: list[float]) -> None:
     """1/x is LAPACK's inverse of a 1x1 matrix, to the bit; the influence weights' solve multiplies by the
     pivot's reciprocal, as OpenBLAS does: equal to LAPACK's solve within one unit in the last place (other
-    LAPACKs may divide)."""
+    LAPACKs may divide), so the weights it feeds (a square root and a division later) within four."""
     a = np.array(values).reshape(-1, 1, 1)
     assert np.array_equal(fit.inv(a), np.linalg.inv(a))
     v = np.array(values[: len(devs)] or [1.0]).reshape(-1, 1)
@@ -182,4 +184,4 @@ def test_one_type_shortcuts_match_lapack(values: list[float], sigma: float, devs
     dev = means - mu
     dist = np.sqrt(np.maximum((dev * np.linalg.solve(sig, dev.T).T).sum(axis=1), 0.0))
     ref = np.minimum(1.0, fit.INFLUENCE_SDS / np.maximum(dist, 1e-12))
-    np.testing.assert_array_max_ulp(fit.influence_weights(means, mu, sig), ref, maxulp=1)
+    np.testing.assert_array_max_ulp(fit.influence_weights(means, mu, sig), ref, maxulp=4)
