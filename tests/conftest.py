@@ -2,13 +2,24 @@
 by where it lives: ``ray`` (tests/ray/), ``browser`` (a real browser on the dashboard), ``server``
 (a real ``tesserae server``, Slurm daemons: tests/runtime/, tests/slurm/, tests/web/), else
 ``unit``; a module of units under those folders says so in its name (``*_units.py``,
-``test_store_queries.py``). ``make test-fast`` runs ``unit and not slow``."""
+``test_store_queries.py``). ``make test-fast`` runs ``unit and not slow``.
+
+Property tests draw their examples from a seed fixed per test (``derandomize``), so ``make test``
+gives the same verdict on every run and CI judges what ran here; ``TESSERAE_HYPOTHESIS=explore``
+draws fresh examples each run, to look for new counterexamples (keep what one finds as an
+``@example``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("TESSERAE_HYPOTHESIS", "repeatable"))
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TESTS = Path(__file__).resolve().parent
