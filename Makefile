@@ -48,8 +48,8 @@ test-fast: $(STAMP)
 
 # The fidelity and placement reports' figures, regenerated from committed inputs (issue 29): each
 # script runs our side of every recorded case again and fails on any difference in a figure that
-# is not a timing, or in the page it renders. Not part of `make test`: about two hours of one core
-# (the placement study's 435 simulations are most of it). GAVEL_TRACES: the Gavel traces that
+# is not a timing, or in the page it renders. Not part of `make test`: about two hours on two cores
+# (1 h 55 min on an Intel Xeon on 2026-12-02; the placement study's 435 simulations are most of it). GAVEL_TRACES: the Gavel traces that
 # docs/reproduction/gavel.md lists (written by Gavel's own generator; committed as data, with their
 # commands and SHA-256, in benchmarks/inputs/gavel/).
 GAVEL_TRACES ?= benchmarks/inputs/gavel
