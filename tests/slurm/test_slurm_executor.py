@@ -98,7 +98,7 @@ def test_runs_are_pinned_to_the_chosen_gpus_and_only_the_job_sees_its_environmen
             assert kids and all(_uid(c) == 65534 for c in kids)
             assert all(b"JOB_SECRET=s3cret" in (c / "environ").read_bytes() for c in kids)
         for j in jobs:
-            s.client().post(f"/v1/jobs/{j}/cancel")
+            s.cancel(j)
         for j in jobs:
             s.wait_state(j, "cancelled", 60)
     finally:
@@ -196,7 +196,7 @@ def test_no_run_runs_twice_across_slurmd_server_and_slurmctld_failures(servers: 
     wait_for(c.jobs_saved, 30, 0.2, "slurmctld to save the run's start")
     c.restart_ctld()
     progress(10)
-    s.client().post(f"/v1/jobs/{a}/cancel")
+    s.cancel(a)
     s.wait_state(a, "cancelled", 60)
     events = s.job(a)["events"]
     kinds = [e["kind"] for e in events]
@@ -242,8 +242,8 @@ def test_a_run_a_restarted_slurmctld_forgot_is_lost_once_and_never_runs_twice(se
     again = next(int(e["detail"]["allocation"]) for e in s.job(b)["events"] if e["kind"] == "resumed")
     wait_for(lambda: hb_b.exists() and again in beats(hb_b), 60, 0.1, "B's next run to beat")
     time.sleep(8)  # slurmd registered long ago (ping at +3 s): whatever Slurm kills or restarts has happened
-    s.client().post(f"/v1/jobs/{a}/cancel")
-    s.client().post(f"/v1/jobs/{b}/cancel")
+    s.cancel(a)
+    s.cancel(b)
     s.wait_state(a, "cancelled", 60)
     s.wait_state(b, "cancelled", 60)
     kinds_a = [e["kind"] for e in s.job(a)["events"]]

@@ -79,14 +79,35 @@ class Server:
         assert r.status_code == 200, r.text
         return r.json()
 
+    def cancel(self, job_id: int) -> dict[str, Any]:
+        """Cancel a job (it must not have ended); its view as the API answered."""
+        r = self.client().post(f"/v1/jobs/{job_id}/cancel")
+        assert r.status_code == 200, r.text
+        return r.json()
+
     def wait_state(self, job_id: int, states: str | tuple[str, ...], timeout: float = 30.0) -> dict[str, Any]:
         wanted = (states,) if isinstance(states, str) else states
+        last: list[dict[str, Any]] = []
 
         def check() -> dict[str, Any] | None:
-            j = self.job(job_id)
-            return j if j["state"] in wanted else None
+            last[:] = [self.job(job_id)]
+            return last[0] if last[0]["state"] in wanted else None
 
-        return wait_for(check, timeout, 0.1, f"job {job_id} to be {'/'.join(wanted)}")
+        try:
+            return wait_for(check, timeout, 0.1, f"job {job_id} to be {'/'.join(wanted)}")
+        except AssertionError as e:
+            raise AssertionError(f"{e}\n{self.describe(job_id, last[0] if last else None)}") from None
+
+    def describe(self, job_id: int, job: dict[str, Any] | None = None) -> str:
+        """What a failed wait needs to be understood: the job's state, reason and last events, the tail of its
+        log and of the server's output."""
+        job = job if job is not None else self.job(job_id)
+        events = "\n".join(f"  {e['time']:.2f} {e['kind']} {json.dumps(e.get('detail'))}"
+                           for e in job.get("events", [])[-15:])
+        log = self.state / "jobs" / str(job_id) / "output.log"
+        job_log = log.read_text(errors="replace")[-3000:] if log.exists() else "(none)"
+        return (f"job {job_id} is {job['state']} ({job.get('reason')!r}); its last events:\n{events}\n"
+                f"its log ends:\n{job_log}\nthe server's output ends:\n{self.log()[-4000:]}")
 
     def env(self, token: str | None = None) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("TESSERAE_")}

@@ -98,10 +98,14 @@ class Copies:
         instead of blocking until a copy exits."""
         children = self.children
         while children:
+            if self._reaped_by_popen():
+                continue
             blocking = watch is None and self.failed_at is None
             try:
                 pid, status = os.waitpid(-1, 0 if blocking else os.WNOHANG)
-            except ChildProcessError:
+            except ChildProcessError:  # the last copies were reaped by Popen meanwhile (a forwarded stop)
+                if self._reaped_by_popen():
+                    continue
                 break
             if pid == 0:
                 now = time.monotonic()
@@ -113,16 +117,28 @@ class Copies:
                             child.kill()
                 time.sleep(0.05)
                 continue
-            child = children.pop(pid, None)
-            if child is None:
-                continue
-            rc = os.waitstatus_to_exitcode(status)
-            child.returncode = rc
-            if rc != 0 and self.code == 0:
-                self.code = rc
-                if children and self.failed_at is None:  # one copy failed: stop the others
-                    self.failed_at = time.monotonic()
-                    for other in children.values():
-                        with contextlib.suppress(ProcessLookupError, PermissionError):
-                            other.terminate()
+            if pid in children:
+                self._ended(pid, os.waitstatus_to_exitcode(status))
         return self.code
+
+    def _reaped_by_popen(self) -> bool:
+        """Count the copies ``Popen`` reaped itself; True if there were any. ``send_signal`` polls before it signals
+        (bpo-38630), so a copy that died just before a stop was forwarded to it (Slurm signals the job's processes
+        too, say) is reaped there, and ``waitpid(-1)`` never sees it: its code is the one ``Popen`` recorded."""
+        done = [(pid, child.returncode) for pid, child in self.children.items() if child.returncode is not None]
+        for pid, rc in done:
+            self._ended(pid, rc)
+        return bool(done)
+
+    def _ended(self, pid: int, rc: int) -> None:
+        """Copy ``pid`` ended with ``rc`` (-N: killed by signal N): the first failure is the code, and stops the
+        others (SIGTERM now, SIGKILL after ``PEER_GRACE``)."""
+        child = self.children.pop(pid)
+        child.returncode = rc
+        if rc != 0 and self.code == 0:
+            self.code = rc
+            if self.children and self.failed_at is None:  # one copy failed: stop the others
+                self.failed_at = time.monotonic()
+                for other in self.children.values():
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        other.terminate()

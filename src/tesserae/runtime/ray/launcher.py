@@ -92,10 +92,9 @@ def fence(copies: Copies, part_dir: str, why: str, marker_var: str = PART_VAR, m
     while time.monotonic() < deadline:
         left = procs.pids_with_marker(marker, marker_var) if marker else []
         procs.kill_pids(left)
-        for pid in list(copies.children):
-            with contextlib.suppress(ChildProcessError):
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    copies.children.pop(pid)
+        for pid, child in list(copies.children.items()):
+            if child.poll() is not None:  # reaped now, or by Popen itself in kill() (it polls first)
+                copies.children.pop(pid)
         if not left and not copies.children:
             break
         time.sleep(0.02)
