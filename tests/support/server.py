@@ -87,21 +87,20 @@ class Server:
 
     def wait_state(self, job_id: int, states: str | tuple[str, ...], timeout: float = 30.0) -> dict[str, Any]:
         wanted = (states,) if isinstance(states, str) else states
-        last: list[dict[str, Any]] = []
 
         def check() -> dict[str, Any] | None:
-            last[:] = [self.job(job_id)]
-            return last[0] if last[0]["state"] in wanted else None
+            j = self.job(job_id)
+            return j if j["state"] in wanted else None
 
         try:
             return wait_for(check, timeout, 0.1, f"job {job_id} to be {'/'.join(wanted)}")
         except AssertionError as e:
-            raise AssertionError(f"{e}\n{self.describe(job_id, last[0] if last else None)}") from None
+            raise AssertionError(f"{e}\n{self.describe(job_id)}") from None
 
-    def describe(self, job_id: int, job: dict[str, Any] | None = None) -> str:
+    def describe(self, job_id: int) -> str:
         """What a failed wait needs to be understood: the job's state, reason and last events, the tail of its
         log and of the server's output."""
-        job = job if job is not None else self.job(job_id)
+        job = self.job(job_id)
         events = "\n".join(f"  {e['time']:.2f} {e['kind']} {json.dumps(e.get('detail'))}"
                            for e in job.get("events", [])[-15:])
         log = self.state / "jobs" / str(job_id) / "output.log"
