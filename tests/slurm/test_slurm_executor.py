@@ -193,6 +193,7 @@ def test_no_run_runs_twice_across_slurmd_server_and_slurmctld_failures(servers: 
     progress(10)
     # slurmctld SIGKILLed and started again: its jobs go on, once it has saved their start (it saves at most
     # every 5 s; one killed sooner kills the runs it forgot: the next test)
+    c.save_jobs()
     wait_for(c.jobs_saved, 30, 0.2, "slurmctld to save the run's start")
     c.restart_ctld()
     progress(10)
@@ -228,6 +229,7 @@ def test_a_run_a_restarted_slurmctld_forgot_is_lost_once_and_never_runs_twice(se
     a = s.submit(toy(100000, 0.05, "--checkpoint-every", "10", "--heartbeat", str(hb_a)), gpus=2)
     wait_for(lambda: (s.job(a).get("iterations_done") or 0) >= 10, 60, 0.1, "job A to make progress")
     # A's start saved, and no save for 5 s: B's submission is saved at once (pending), its start 5 s later.
+    c.save_jobs()
     wait_for(lambda: c.jobs_saved() and c.state_quiet(), 60, 0.2, "slurmctld to save A's start, then nothing")
     b = s.submit(toy(100000, 0.05, "--checkpoint-every", "10", "--heartbeat", str(hb_b)), gpus=2)
     runs = tmp_path / "state" / "jobs" / str(b) / "runs"
